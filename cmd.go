@@ -1,0 +1,121 @@
+package corral
+
+import (
+	"io"
+	"time"
+
+	"github.com/corral-dev/corral/internal/contain"
+)
+
+// Defaults for the fields of Cmd left zero.
+const (
+	DefaultGrace = 5 * time.Second
+	DefaultDrain = 2 * time.Second
+)
+
+// Isolation selects how a tree is contained.
+type Isolation string
+
+const (
+	// IsolationAuto picks the strongest backend available: cgroup, then
+	// pgroup (Linux); pgroup (macOS, BSD); job (Windows).
+	IsolationAuto Isolation = "auto"
+	// IsolationCgroup requires a writable cgroup v2 (Linux).
+	IsolationCgroup Isolation = "cgroup"
+	// IsolationPgroup uses a process group (plus a child subreaper and
+	// pidfds on Linux).
+	IsolationPgroup Isolation = "pgroup"
+	// IsolationJob is a Windows job object.
+	IsolationJob Isolation = "job"
+)
+
+// BestIsolation reports what IsolationAuto picks on this machine.
+func BestIsolation() Isolation { return Isolation(contain.Best()) }
+
+// Policy says what happens to descendants still running when the root exits.
+type Policy int
+
+const (
+	// KillDescendants stops them (SIGTERM, grace, SIGKILL): the tree lives
+	// and dies with its root.
+	KillDescendants Policy = iota
+	// KeepDetached releases descendants that no longer hold the command's
+	// stdout or stderr once the drain bound passes; they are listed in
+	// Result.Detached. One that still holds them is killed, and the outcome
+	// is stdio_held.
+	KeepDetached
+)
+
+// Identity is what identifies a started tree durably: enough to find and
+// kill it after the process that started it is gone, and to prove that a
+// pid has not been reused.
+type Identity struct {
+	Isolation Isolation
+	// Pid is the root's pid; Pgid its process group (== Pid).
+	Pid  int
+	Pgid int
+	// Cgroup is the absolute path of the tree's cgroup, if it has one.
+	Cgroup string
+	// StartTime is the root's start time in clock ticks after boot (field
+	// 22 of /proc/PID/stat); with BootID it names the root for ever.
+	StartTime uint64
+	BootID    string
+	// Marker is the NAME=value environment entry every process of the
+	// tree inherits.
+	Marker string
+}
+
+// Cmd is a command to run as a contained tree. Set the fields, then call Run
+// once. The zero values give the defaults described on each field.
+type Cmd struct {
+	// Path is the program to run; if it has no path separator it is looked
+	// up in PATH (of Env, if Env sets one).
+	Path string
+	// Args holds the command line, Args[0] included.
+	Args []string
+	// Env is the environment; nil means this process's environment.
+	Env []string
+	// Dir is the working directory; "" means this process's.
+	Dir string
+
+	// Stdin is the command's input. nil means the null device; an *os.File
+	// is handed to the command directly; any other reader is copied through
+	// a pipe (the copying goroutine ends when the reader returns).
+	Stdin io.Reader
+	// Stdout and Stderr receive the output as it is produced; nil discards
+	// it (it is still counted and timed).
+	Stdout io.Writer
+	Stderr io.Writer
+
+	// Timeout bounds the run; 0 means none (the context may still have a
+	// deadline).
+	Timeout time.Duration
+	// Grace is the time between SIGTERM and SIGKILL when the tree is
+	// stopped; 0 means DefaultGrace, negative means SIGKILL at once.
+	Grace time.Duration
+	// Drain bounds how long stdout and stderr are read after the root has
+	// exited (and, with the default policy, its descendants have been
+	// stopped); 0 means DefaultDrain.
+	Drain time.Duration
+	// MaxOutput limits stdout+stderr in bytes; 0 means no limit. Output
+	// beyond it is not delivered and the tree is killed.
+	MaxOutput int64
+	// Descendants is the policy for descendants alive when the root exits.
+	Descendants Policy
+	// Isolation selects the containment backend; "" means IsolationAuto.
+	Isolation Isolation
+
+	// OnStart, if set, is called with the tree's identity before the root
+	// runs its first instruction (so the caller can record it durably). If
+	// it returns an error, the root is killed unrun and the outcome is
+	// start_failed, wrapping ErrHook.
+	OnStart func(Identity) error
+	// Escalate, if set, skips the rest of a grace period when closed: the
+	// tree is killed at once (a second Ctrl-C).
+	Escalate <-chan struct{}
+}
+
+// Command returns a Cmd that runs name with args, as exec.Command does.
+func Command(name string, args ...string) *Cmd {
+	return &Cmd{Path: name, Args: append([]string{name}, args...)}
+}

@@ -1,0 +1,18 @@
+//go:build unix
+
+package corral
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+func isNoExec(err error) bool {
+	return errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES)
+}

@@ -1,0 +1,25 @@
+package corral
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+func isExecutable(p string) bool {
+	fi, err := os.Stat(p)
+	if err != nil || fi.IsDir() {
+		return false
+	}
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".exe", ".com", ".bat", ".cmd":
+		return true
+	}
+	return false
+}
+
+func isNoExec(err error) bool {
+	return errors.Is(err, syscall.ERROR_BAD_EXE_FORMAT) || errors.Is(err, syscall.ERROR_ACCESS_DENIED)
+}

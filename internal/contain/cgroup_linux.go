@@ -1,0 +1,359 @@
+package contain
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// CgroupRootEnv names the environment variable that overrides where corral
+// creates its cgroups (a directory in a cgroup v2 hierarchy we may write).
+const CgroupRootEnv = "CORRAL_CGROUP_ROOT"
+
+// cgroupBase is the cgroup under which every tree's cgroup is made:
+// $CORRAL_CGROUP_ROOT, else "corral" under our own cgroup in the cgroup2
+// mount found in /proc/self/mountinfo.
+var cgroupBase = sync.OnceValues(func() (string, error) {
+	base := os.Getenv(CgroupRootEnv)
+	if base == "" {
+		mnt, err := cgroup2Mount()
+		if err != nil {
+			return "", err
+		}
+		self, err := selfCgroup()
+		if err != nil {
+			return "", err
+		}
+		base = filepath.Join(mnt, self, "corral")
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", fmt.Errorf("cgroup %s: %w", base, err)
+	}
+	for _, f := range []string{"cgroup.kill", "cgroup.freeze", "cgroup.events"} {
+		if _, err := os.Stat(filepath.Join(base, f)); err != nil {
+			return "", fmt.Errorf("cgroup %s lacks %s (kernel before 5.14?): %w", base, f, ErrUnsupported)
+		}
+	}
+	return base, nil
+})
+
+// CgroupBase returns the cgroup directory under which trees are created, or
+// an error saying why cgroup isolation is not available.
+func CgroupBase() (string, error) { return cgroupBase() }
+
+// cgroup2Mount finds the mount point of the cgroup v2 hierarchy.
+func cgroup2Mount() (string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		line := s.Text()
+		i := strings.Index(line, " - ")
+		if i < 0 {
+			continue
+		}
+		after := strings.Fields(line[i+3:])
+		before := strings.Fields(line[:i])
+		if len(after) > 0 && after[0] == "cgroup2" && len(before) >= 5 {
+			return unescapeMount(before[4]), nil
+		}
+	}
+	if err := s.Err(); err != nil {
+		return "", err
+	}
+	return "", fmt.Errorf("no cgroup2 mount: %w", ErrUnsupported)
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// selfCgroup returns our cgroup v2 path ("0::/path" in /proc/self/cgroup).
+func selfCgroup() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("not in a cgroup v2 hierarchy: %w", ErrUnsupported)
+}
+
+func newTreeID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+type cgroupTree struct {
+	ident Identity
+	dir   string
+	root  *root
+}
+
+func startCgroup(spec *Spec) (Tree, error) {
+	base, err := cgroupBase()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(base, "t-"+newTreeID())
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	sys := &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	r, ident, err := forkExec(spec, sys, Identity{Isolation: Cgroup, Cgroup: dir}, false, nil)
+	unix.Close(fd)
+	if err != nil {
+		// Whatever ran (a held root that was killed) is gone; make sure.
+		killCgroup(dir)
+		waitCgroupEmpty(dir, 2*time.Second)
+		os.Remove(dir)
+		return nil, err
+	}
+	return &cgroupTree{ident: ident, dir: dir, root: r}, nil
+}
+
+func (t *cgroupTree) Identity() Identity      { return t.ident }
+func (t *cgroupTree) Exited() <-chan struct{} { return t.root.exited }
+func (t *cgroupTree) Status() Status          { return t.root.status }
+
+func (t *cgroupTree) Members() ([]int, error) { return cgroupProcs(t.dir) }
+
+// Terminate freezes the cgroup so nothing can fork or exit while the list of
+// members is read, sends each one SIGTERM through a verified pidfd, and thaws.
+func (t *cgroupTree) Terminate() error {
+	return terminateCgroup(t.dir)
+}
+
+func (t *cgroupTree) Kill() error { return killCgroup(t.dir) }
+
+func (t *cgroupTree) WaitEmpty(timeout time.Duration) error {
+	return waitCgroupEmpty(t.dir, timeout)
+}
+
+// Release moves pids into the shared "released" cgroup beside the trees,
+// so the tree's own cgroup can be removed.
+func (t *cgroupTree) Release(pids []int) error {
+	rel := filepath.Join(filepath.Dir(t.dir), "released")
+	if err := os.Mkdir(rel, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("cgroup release: %w", err)
+	}
+	var errs []error
+	for _, pid := range pids {
+		err := os.WriteFile(filepath.Join(rel, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("release %d: %w", pid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (t *cgroupTree) Close() error {
+	t.root.reap(false)
+	return removeCgroup(t.dir)
+}
+
+// RemoveCgroup removes an empty tree cgroup, retrying briefly while the
+// kernel finishes tearing down its last processes.
+func removeCgroup(dir string) error {
+	var err error
+	for i := 0; i < 100; i++ {
+		err = unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("remove cgroup %s: %w", dir, err)
+}
+
+func cgroupProcs(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range bytes.Fields(b) {
+		if pid, err := strconv.Atoi(string(f)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}
+
+func killCgroup(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+		return fmt.Errorf("cgroup.kill %s: %w", dir, err)
+	}
+	return nil
+}
+
+func terminateCgroup(dir string) error {
+	freeze := filepath.Join(dir, "cgroup.freeze")
+	if err := os.WriteFile(freeze, []byte("1"), 0); err != nil {
+		return fmt.Errorf("freeze %s: %w", dir, err)
+	}
+	// Freezing can take a moment (a task in D state); signals sent meanwhile
+	// are still delivered on thaw, so the wait is short and best effort.
+	waitCgroupEvent(dir, "frozen", "1", 100*time.Millisecond)
+	pids, err := cgroupProcs(dir)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	rel := cgroupRel(dir)
+	for _, pid := range pids {
+		if err := signalVerified(pid, unix.SIGTERM, func(pid int) bool { return inCgroup(pid, rel) }); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.WriteFile(freeze, []byte("0"), 0); err != nil {
+		errs = append(errs, fmt.Errorf("thaw %s: %w", dir, err))
+	}
+	return errors.Join(errs...)
+}
+
+// cgroupRel is dir as a path inside the cgroup2 hierarchy, the form
+// /proc/PID/cgroup uses.
+func cgroupRel(dir string) string {
+	mnt, err := cgroup2Mount()
+	if err != nil {
+		return dir
+	}
+	rel, err := filepath.Rel(mnt, dir)
+	if err != nil {
+		return dir
+	}
+	return "/" + rel
+}
+
+func inCgroup(pid int, rel string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p == rel
+		}
+	}
+	return false
+}
+
+// waitCgroupEmpty waits for "populated 0" in cgroup.events, watching the
+// file with inotify rather than polling the process table.
+func waitCgroupEmpty(dir string, timeout time.Duration) error {
+	return waitCgroupEvent(dir, "populated", "0", timeout)
+}
+
+func waitCgroupEvent(dir, key, want string, timeout time.Duration) error {
+	events := filepath.Join(dir, "cgroup.events")
+	in, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("inotify: %w", err)
+	}
+	defer unix.Close(in)
+	if _, err := unix.InotifyAddWatch(in, events, unix.IN_MODIFY); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil // the cgroup is gone, so it is empty
+		}
+		return fmt.Errorf("inotify %s: %w", events, err)
+	}
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 4096)
+	for {
+		v, err := cgroupEvent(events, key)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if v == want {
+			return nil
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("cgroup %s: %s is %s: %w", dir, key, v, os.ErrDeadlineExceeded)
+		}
+		ms := int(left / time.Millisecond)
+		if ms < 1 {
+			ms = 1
+		}
+		fds := []unix.PollFd{{Fd: int32(in), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, ms); err != nil && err != unix.EINTR {
+			return fmt.Errorf("poll inotify: %w", err)
+		}
+		for {
+			if _, err := unix.Read(in, buf); err != nil {
+				break // drained (EAGAIN)
+			}
+		}
+	}
+}
+
+func cgroupEvent(events, key string) (string, error) {
+	b, err := os.ReadFile(events)
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+" "); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("%s: no %q", events, key)
+}
+
+func (t *cgroupTree) KillProcs(pids []int) error {
+	rel := cgroupRel(t.dir)
+	var errs []error
+	for _, pid := range pids {
+		if err := signalVerified(pid, unix.SIGKILL, func(pid int) bool { return inCgroup(pid, rel) }); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,137 @@
+// Package contain starts one process as the root of a contained tree and
+// gives its owner the means to signal, kill, release and wait for every
+// process of that tree, whatever the descendants do to escape.
+//
+// Backends, strongest first:
+//
+//   - cgroup (Linux, cgroup v2 writable by us): the root is cloned straight
+//     into a fresh cgroup (clone3 CLONE_INTO_CGROUP), so it and everything it
+//     forks are inside before their first instruction; setsid and double forks
+//     cannot leave. Stop is freeze, SIGTERM to every member, thaw; kill is
+//     cgroup.kill; settled is "populated 0" in cgroup.events, watched with
+//     inotify.
+//   - pgroup (Linux without a usable cgroup): a new process group, the calling
+//     process a child subreaper so orphans come back to it, and descendants
+//     found by group, by ancestry and by the tree's environment marker. Every
+//     process is signalled through a pidfd after its start time was checked;
+//     the group id is signalled only while the root is an unreaped zombie (its
+//     group id cannot be reused before it is reaped). A descendant that both
+//     leaves the group and clears its environment after its parent died can
+//     escape; the cgroup backend has no such gap.
+//   - pgroup (macOS and the BSDs): a new process group only. setsid and double
+//     forks escape it; only the group is signalled, only while its leader is
+//     unreaped.
+//   - job (Windows): the root is created suspended, assigned to a job object
+//     that allows no breakaway, and only then resumed; kill is
+//     TerminateJobObject; closing the job does not kill it.
+//
+// A Tree has one owner; its methods other than Exited, Identity and Status
+// must not be called concurrently.
+package contain
+
+import (
+	"errors"
+	"os"
+	"time"
+)
+
+// Isolation names a containment backend.
+type Isolation string
+
+const (
+	Auto   Isolation = "auto"
+	Cgroup Isolation = "cgroup"
+	Pgroup Isolation = "pgroup"
+	Job    Isolation = "job"
+)
+
+var (
+	// ErrUnsupported means the backend or operation does not exist on this
+	// platform or machine.
+	ErrUnsupported = errors.New("not supported on this system")
+	// ErrHold marks an error returned by the hold hook: the child was
+	// killed before it ran its first instruction.
+	ErrHold = errors.New("start hook failed")
+)
+
+// Identity is what identifies a tree durably, before its root has run.
+type Identity struct {
+	Isolation Isolation
+	Pid       int
+	Pgid      int
+	// Cgroup is the absolute path of the tree's cgroup directory, if any.
+	Cgroup string
+	// StartTime is the root's start time in clock ticks after boot (Linux),
+	// zero where unknown.
+	StartTime uint64
+	BootID    string
+	// Marker is the NAME=value entry every process of the tree inherits.
+	Marker string
+}
+
+// Spec describes the root process.
+type Spec struct {
+	Path string
+	Argv []string
+	Env  []string
+	Dir  string
+	// Files are the child's descriptors 0, 1, 2 (and more). The caller
+	// keeps ownership and closes its copies after Start.
+	Files []*os.File
+	// Marker is appended to Env and used to recognise the tree's processes.
+	Marker string
+	// Hold, if set, is called with the identity while the root is held
+	// before its first instruction. If it returns an error the root is
+	// killed and Start returns an error wrapping ErrHold.
+	Hold func(Identity) error
+}
+
+// Status is how the root exited.
+type Status struct {
+	Code   int // exit code, -1 if killed by a signal
+	Signal int // signal number, 0 if it exited
+}
+
+// Tree is a started, contained process tree.
+type Tree interface {
+	Identity() Identity
+	// Exited is closed when the root has exited; Status is valid then.
+	Exited() <-chan struct{}
+	Status() Status
+	// Terminate asks every process of the tree to stop (SIGTERM), or
+	// returns ErrUnsupported where there is no graceful stop.
+	Terminate() error
+	// Kill kills every process of the tree.
+	Kill() error
+	// Members lists the live processes of the tree, the root included
+	// until it has exited.
+	Members() ([]int, error)
+	// WaitEmpty returns when no process of the tree is alive, or when
+	// timeout passes (then with os.ErrDeadlineExceeded).
+	WaitEmpty(timeout time.Duration) error
+	// KillProcs kills the given members of the tree (pids that are not,
+	// or no longer, members are left alone).
+	KillProcs(pids []int) error
+	// Release lets the given processes go: they are no longer part of the
+	// tree, and Close will not wait for them.
+	Release(pids []int) error
+	// Close releases what the tree holds (root zombie, cgroup, job handle).
+	// Call it once, after the tree is empty or released.
+	Close() error
+}
+
+// Start starts spec's root under iso (Auto picks the strongest available
+// backend) and returns its tree.
+func Start(iso Isolation, spec *Spec) (Tree, error) {
+	if iso == "" {
+		iso = Auto
+	}
+	return start(iso, spec)
+}
+
+// Holders returns those of pids that hold an open descriptor on the same
+// pipe as one of files (ErrUnsupported where that cannot be known).
+func Holders(pids []int, files ...*os.File) ([]int, error) { return holders(pids, files) }
+
+// Best returns the isolation Auto would choose here.
+func Best() Isolation { return best() }

@@ -1,0 +1,316 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/internal/proc"
+)
+
+// The pgroup backend makes this process a child subreaper, so orphans of a
+// tree come back to it instead of to init and can still be found and
+// killed. Orphans that die must then be reaped here; the reaper below is
+// the one place that does it, and it only reaps zombies it can attribute to
+// a tree (by process group, or because a scan saw the process alive as a
+// member) unless OwnAllChildren was called. A root is never reaped by it:
+// its tree's owner does that.
+var reaper struct {
+	once sync.Once
+	err  error
+	// mu guards the fields that follow.
+	mu     sync.Mutex
+	all    bool             // every non-root child is ours to reap
+	roots  map[int]bool     // pids of live roots (reaped by their trees)
+	pgids  map[int]int      // process groups of live trees, counted
+	seen   map[int]uint64   // pid -> start time of members seen alive
+}
+
+// OwnAllChildren declares that this process starts no children of its own
+// outside corral, so the subreaper may reap every zombie child it finds.
+// The corral command calls it; a library user that also uses os/exec must
+// not.
+func OwnAllChildren() {
+	reaper.mu.Lock()
+	reaper.all = true
+	reaper.mu.Unlock()
+}
+
+func startReaper() error {
+	reaper.once.Do(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			reaper.err = fmt.Errorf("child subreaper: %w", err)
+			return
+		}
+		reaper.roots = map[int]bool{}
+		reaper.pgids = map[int]int{}
+		reaper.seen = map[int]uint64{}
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGCHLD)
+		go func() {
+			for range ch {
+				reapOrphans()
+			}
+		}()
+	})
+	return reaper.err
+}
+
+// reapOrphans reaps the zombie children of this process that belong to a
+// tree and are not a root.
+func reapOrphans() {
+	kids, err := proc.Children(os.Getpid())
+	if err != nil {
+		return
+	}
+	for _, kid := range kids {
+		st, err := proc.ReadStat(kid)
+		if err != nil || !st.Zombie() {
+			continue
+		}
+		reaper.mu.Lock()
+		ours := !reaper.roots[kid] && (reaper.all || reaper.pgids[st.Pgid] > 0 || reaper.seen[kid] == st.StartTime)
+		if ours {
+			delete(reaper.seen, kid)
+		}
+		reaper.mu.Unlock()
+		if ours {
+			var ws syscall.WaitStatus
+			syscall.Wait4(kid, &ws, syscall.WNOHANG, nil)
+		}
+	}
+}
+
+type pgroupTree struct {
+	ident    Identity
+	root     *root
+	self     int
+	released map[int]uint64
+	closed   bool
+}
+
+func startPgroup(spec *Spec) (Tree, error) {
+	if err := startReaper(); err != nil {
+		return nil, err
+	}
+	var t *pgroupTree
+	register := func(id *Identity) {
+		reaper.mu.Lock()
+		reaper.roots[id.Pid] = true
+		reaper.pgids[id.Pgid]++
+		reaper.mu.Unlock()
+	}
+	r, ident, err := forkExec(spec, &syscall.SysProcAttr{}, Identity{Isolation: Pgroup}, true, register)
+	if err != nil {
+		if ident.Pid != 0 {
+			unregister(ident)
+		}
+		return nil, err
+	}
+	t = &pgroupTree{ident: ident, root: r, self: os.Getpid(), released: map[int]uint64{}}
+	return t, nil
+}
+
+func unregister(id Identity) {
+	reaper.mu.Lock()
+	delete(reaper.roots, id.Pid)
+	if reaper.pgids[id.Pgid]--; reaper.pgids[id.Pgid] <= 0 {
+		delete(reaper.pgids, id.Pgid)
+	}
+	reaper.mu.Unlock()
+}
+
+func (t *pgroupTree) Identity() Identity      { return t.ident }
+func (t *pgroupTree) Exited() <-chan struct{} { return t.root.exited }
+func (t *pgroupTree) Status() Status          { return t.root.status }
+
+// member is a process of the tree as one scan saw it.
+type member struct {
+	pid   int
+	start uint64
+}
+
+// scan lists the live members of the tree: processes that started no
+// earlier than the root and are in its group, descend from it, descend
+// from this process through an orphan of the tree, or carry its marker.
+// Zombies are not members; zombie orphans of ours are reaped on the way.
+func (t *pgroupTree) scan() ([]member, error) {
+	pids, err := proc.Pids()
+	if err != nil {
+		return nil, err
+	}
+	stats := make(map[int]proc.Stat, len(pids))
+	for _, pid := range pids {
+		if st, err := proc.ReadStat(pid); err == nil {
+			stats[pid] = st
+		}
+	}
+	var out []member
+	memo := map[int]bool{}
+	var isMember func(pid int, depth int) bool
+	isMember = func(pid int, depth int) bool {
+		if v, ok := memo[pid]; ok {
+			return v
+		}
+		st, ok := stats[pid]
+		v := false
+		switch {
+		case !ok || pid == t.self || st.StartTime < t.ident.StartTime || depth > 64:
+		case t.released[pid] == st.StartTime && st.StartTime != 0:
+		case pid == t.ident.Pid || st.Pgid == t.ident.Pgid:
+			v = true
+		default:
+			v = isMember(st.Ppid, depth+1)
+			if !v && !st.Zombie() {
+				v, _ = proc.HasEnv(pid, t.ident.Marker)
+			}
+		}
+		memo[pid] = v
+		return v
+	}
+	for pid, st := range stats {
+		if !isMember(pid, 0) || st.Zombie() {
+			continue
+		}
+		if pid == t.ident.Pid {
+			select {
+			case <-t.root.exited:
+				continue
+			default:
+			}
+		}
+		out = append(out, member{pid, st.StartTime})
+	}
+	reaper.mu.Lock()
+	for _, m := range out {
+		reaper.seen[m.pid] = m.start
+	}
+	reaper.mu.Unlock()
+	reapOrphans()
+	return out, nil
+}
+
+func (t *pgroupTree) Members() ([]int, error) {
+	ms, err := t.scan()
+	pids := make([]int, len(ms))
+	for i, m := range ms {
+		pids[i] = m.pid
+	}
+	return pids, err
+}
+
+// signalAll signals the whole group (safe: its leader, the root, is not
+// reaped before Close) and then every member found by a scan, each through
+// a pidfd checked against the start time the scan saw.
+func (t *pgroupTree) signalAll(sig unix.Signal) (int, error) {
+	var errs []error
+	if !t.closed {
+		if err := unix.Kill(-t.ident.Pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("signal group %d: %w", t.ident.Pgid, err))
+		}
+	}
+	ms, err := t.scan()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, m := range ms {
+		start := m.start
+		if err := signalVerified(m.pid, sig, func(pid int) bool {
+			st, err := proc.ReadStat(pid)
+			return err == nil && st.StartTime == start
+		}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(ms), errors.Join(errs...)
+}
+
+func (t *pgroupTree) Terminate() error {
+	_, err := t.signalAll(unix.SIGTERM)
+	return err
+}
+
+// Kill sends SIGKILL in rounds until a scan finds no member: a process
+// forked while a round was under way is caught by the next one.
+func (t *pgroupTree) Kill() error {
+	var err error
+	for i := 0; i < 100; i++ {
+		var n int
+		n, err = t.signalAll(unix.SIGKILL)
+		if n == 0 {
+			return err
+		}
+	}
+	return err
+}
+
+func (t *pgroupTree) WaitEmpty(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	pause := 200 * time.Microsecond
+	for {
+		ms, err := t.scan()
+		if err != nil {
+			return err
+		}
+		if len(ms) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes of group %d left: %w", len(ms), t.ident.Pgid, os.ErrDeadlineExceeded)
+		}
+		time.Sleep(pause)
+		if pause < 10*time.Millisecond {
+			pause *= 2
+		}
+	}
+}
+
+func (t *pgroupTree) Release(pids []int) error {
+	for _, pid := range pids {
+		if st, err := proc.ReadStat(pid); err == nil {
+			t.released[pid] = st.StartTime
+		}
+	}
+	return nil
+}
+
+func (t *pgroupTree) Close() error {
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	t.root.reap(true)
+	unregister(t.ident)
+	return nil
+}
+
+func (t *pgroupTree) KillProcs(pids []int) error {
+	ms, err := t.scan()
+	if err != nil {
+		return err
+	}
+	want := map[int]bool{}
+	for _, p := range pids {
+		want[p] = true
+	}
+	var errs []error
+	for _, m := range ms {
+		if !want[m.pid] {
+			continue
+		}
+		start := m.start
+		if err := signalVerified(m.pid, unix.SIGKILL, func(pid int) bool {
+			st, err := proc.ReadStat(pid)
+			return err == nil && st.StartTime == start
+		}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

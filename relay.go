@@ -1,0 +1,157 @@
+package corral
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// relay copies the tree's stdout and stderr pipes to the caller's writers,
+// counting bytes, timing the first byte and enforcing the output limit. It
+// reads with its own loop (not io.Copy), so a writer's ReadFrom can never
+// bypass the accounting.
+type relay struct {
+	start time.Time
+	limit int64 // 0: none
+	// first is the time of the first byte since start, plus one; 0: none.
+	first atomic.Int64
+	total atomic.Int64
+	// limitHit is closed the first time output passes limit.
+	limitHit  chan struct{}
+	limitOnce sync.Once
+	wg        sync.WaitGroup
+	streams   [2]*stream
+	errMu     sync.Mutex
+	writeErr  error
+}
+
+type stream struct {
+	r *os.File // read end; the relay's goroutine owns it and closes it
+	w io.Writer
+	n atomic.Int64
+}
+
+func newRelay(start time.Time, limit int64, stdout, stderr *os.File, wout, werr io.Writer) *relay {
+	rl := &relay{start: start, limit: limit, limitHit: make(chan struct{})}
+	rl.streams[0] = &stream{r: stdout, w: wout}
+	rl.streams[1] = &stream{r: stderr, w: werr}
+	// One writer for both streams must not see interleaved partial writes
+	// from two goroutines at once.
+	var shared *sync.Mutex
+	if wout != nil && wout == werr {
+		shared = &sync.Mutex{}
+	}
+	for _, s := range rl.streams {
+		rl.wg.Add(1)
+		go rl.copy(s, shared)
+	}
+	return rl
+}
+
+func (rl *relay) copy(s *stream, mu *sync.Mutex) {
+	defer rl.wg.Done()
+	defer s.r.Close()
+	buf := make([]byte, 64<<10)
+	dead := false // the caller's writer failed: discard from here on
+	for {
+		n, err := s.r.Read(buf)
+		if n > 0 {
+			rl.first.CompareAndSwap(0, int64(time.Since(rl.start))+1)
+			keep := rl.admit(n)
+			if keep > 0 && s.w != nil && !dead {
+				if mu != nil {
+					mu.Lock()
+				}
+				_, werr := s.w.Write(buf[:keep])
+				if mu != nil {
+					mu.Unlock()
+				}
+				if werr != nil {
+					dead = true
+					rl.errMu.Lock()
+					if rl.writeErr == nil {
+						rl.writeErr = werr
+					}
+					rl.errMu.Unlock()
+				}
+			}
+			s.n.Add(int64(keep))
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// admit reserves up to n bytes of the output budget and returns how many
+// may be delivered; it closes limitHit when the budget is exceeded.
+func (rl *relay) admit(n int) int {
+	if rl.limit <= 0 {
+		rl.total.Add(int64(n))
+		return n
+	}
+	after := rl.total.Add(int64(n))
+	before := after - int64(n)
+	if after <= rl.limit {
+		return n
+	}
+	rl.limitOnce.Do(func() { close(rl.limitHit) })
+	if before >= rl.limit {
+		return 0
+	}
+	return int(rl.limit - before)
+}
+
+// wait waits for both streams to reach end of file, at most until deadline.
+// Past it, reading stops and wait reports false.
+func (rl *relay) wait(deadline time.Time) bool {
+	done := make(chan struct{})
+	go func() { rl.wg.Wait(); close(done) }()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	}
+	for _, s := range rl.streams {
+		s.r.SetReadDeadline(time.Now()) // unblocks the pending Read
+	}
+	<-done
+	return false
+}
+
+// eof reports whether both streams have already reached end of file.
+func (rl *relay) eofWithin(d time.Duration, stop <-chan struct{}) bool {
+	done := make(chan struct{})
+	go func() { rl.wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-stop:
+	}
+	return false
+}
+
+func (rl *relay) firstOutput() time.Duration {
+	v := rl.first.Load()
+	if v == 0 {
+		return -1
+	}
+	return time.Duration(v - 1)
+}
+
+func (rl *relay) outputError() error {
+	rl.errMu.Lock()
+	defer rl.errMu.Unlock()
+	if errors.Is(rl.writeErr, os.ErrDeadlineExceeded) {
+		return nil
+	}
+	return rl.writeErr
+}

@@ -1,0 +1,124 @@
+package corral
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Outcome classifies how a run ended. Exactly one applies.
+type Outcome string
+
+const (
+	// OutcomeExited: the root exited by itself; ExitCode says how.
+	OutcomeExited Outcome = "exited"
+	// OutcomeSignaled: the root was killed by a signal corral did not send.
+	OutcomeSignaled Outcome = "signaled"
+	// OutcomeTimeout: the deadline passed and corral stopped the tree.
+	OutcomeTimeout Outcome = "timeout"
+	// OutcomeCancelled: the caller cancelled and corral stopped the tree.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeOutputLimit: stdout+stderr passed MaxOutput; the tree was
+	// killed and the output cut at the limit.
+	OutcomeOutputLimit Outcome = "output_limit"
+	// OutcomeStdioHeld: with KeepDetached, a descendant still held stdout
+	// or stderr when the drain bound passed; it was killed.
+	OutcomeStdioHeld Outcome = "stdio_held"
+	// OutcomeStartFailed: nothing ran.
+	OutcomeStartFailed Outcome = "start_failed"
+)
+
+// Result describes one run. Every field is final when Run returns.
+type Result struct {
+	Outcome Outcome
+	// ExitCode is the root's exit status, -1 if it did not exit by itself
+	// (killed, or never started).
+	ExitCode int
+	// Signal is the signal that killed the root, 0 if none.
+	Signal int
+
+	// The tree's identity (zero if nothing started).
+	Isolation string
+	Pid       int
+	Pgid      int
+	Cgroup    string
+
+	StartedAt time.Time
+	EndedAt   time.Time
+	Duration  time.Duration
+	// FirstOutput is the time from start to the first byte read from
+	// stdout or stderr; -1 if there was none.
+	FirstOutput time.Duration
+	StdoutBytes int64
+	StderrBytes int64
+
+	// DescendantsKilled counts processes still running when the root exited
+	// that corral stopped (the default policy).
+	DescendantsKilled int
+	// Detached lists the pids released under KeepDetached.
+	Detached []int
+	// StdioHeldBy lists the pids that held stdio past the drain bound.
+	StdioHeldBy []int
+	// DrainCutOff: output was still being held open when the drain bound
+	// passed, and reading stopped there.
+	DrainCutOff bool
+	// KillFailed: the tree could not be confirmed gone.
+	KillFailed bool
+	// OutputError is the first error writing to the caller's Stdout or
+	// Stderr; output after it was discarded.
+	OutputError string
+	// Error explains a start failure or a lifecycle failure.
+	Error string
+}
+
+// MarshalJSON writes the result as one object with snake_case fields and
+// durations in milliseconds.
+func (r *Result) MarshalJSON() ([]byte, error) {
+	var first *float64
+	if r.FirstOutput >= 0 {
+		v := ms(r.FirstOutput)
+		first = &v
+	}
+	var started, ended *time.Time
+	if !r.StartedAt.IsZero() {
+		started = &r.StartedAt
+	}
+	if !r.EndedAt.IsZero() {
+		ended = &r.EndedAt
+	}
+	return json.Marshal(struct {
+		Outcome           Outcome    `json:"outcome"`
+		ExitCode          int        `json:"exit_code"`
+		Signal            int        `json:"signal"`
+		Pid               int        `json:"pid"`
+		Pgid              int        `json:"pgid"`
+		Cgroup            string     `json:"cgroup"`
+		Isolation         string     `json:"isolation"`
+		StartedAt         *time.Time `json:"started_at"`
+		EndedAt           *time.Time `json:"ended_at"`
+		DurationMs        float64    `json:"duration_ms"`
+		FirstOutputMs     *float64   `json:"first_output_ms"`
+		StdoutBytes       int64      `json:"stdout_bytes"`
+		StderrBytes       int64      `json:"stderr_bytes"`
+		DescendantsKilled int        `json:"descendants_killed"`
+		Detached          []int      `json:"detached"`
+		StdioHeldBy       []int      `json:"stdio_held_by"`
+		DrainCutOff       bool       `json:"drain_cut_off"`
+		KillFailed        bool       `json:"kill_failed"`
+		OutputError       string     `json:"output_error,omitempty"`
+		Error             string     `json:"error,omitempty"`
+	}{
+		r.Outcome, r.ExitCode, r.Signal, r.Pid, r.Pgid, r.Cgroup, r.Isolation,
+		started, ended, ms(r.Duration), first, r.StdoutBytes, r.StderrBytes,
+		r.DescendantsKilled, nonNil(r.Detached), nonNil(r.StdioHeldBy),
+		r.DrainCutOff, r.KillFailed, r.OutputError, r.Error,
+	})
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func nonNil(s []int) []int {
+	if s == nil {
+		return []int{}
+	}
+	return s
+}
