@@ -25,11 +25,11 @@ var reaper struct {
 	once sync.Once
 	err  error
 	// mu guards the fields that follow.
-	mu     sync.Mutex
-	all    bool             // every non-root child is ours to reap
-	roots  map[int]bool     // pids of live roots (reaped by their trees)
-	pgids  map[int]int      // process groups of live trees, counted
-	seen   map[int]uint64   // pid -> start time of members seen alive
+	mu    sync.Mutex
+	all   bool           // every non-root child is ours to reap
+	roots map[int]bool   // pids of live roots (reaped by their trees)
+	pgids map[int]int    // process groups of live trees, counted
+	seen  map[int]uint64 // pid -> start time of members seen alive
 }
 
 // OwnAllChildren declares that this process starts no children of its own
