@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ReadStat reads /proc/PID/stat.
@@ -91,12 +92,27 @@ func Pids() ([]int, error) {
 // HasEnv reports whether the process's initial environment holds the exact
 // entry kv ("NAME=value"). A zombie or a kernel thread has no environment.
 func HasEnv(pid int, kv string) (bool, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errESRCH) {
-			return false, ErrGone
+	// A live process reads back an empty environment only while it is in
+	// the middle of execve (its old memory gone, the new not yet set up),
+	// so an empty read is retried for a short while; a zombie or kernel
+	// thread stays empty.
+	var b []byte
+	for try := 0; ; try++ {
+		var err error
+		b, err = os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, errESRCH) {
+				return false, ErrGone
+			}
+			return false, err
 		}
-		return false, err
+		if len(b) > 0 || try == 50 {
+			break
+		}
+		if st, err := ReadStat(pid); err != nil || st.Zombie() || st.Ppid == 2 || pid == 2 {
+			break
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 	for _, e := range bytes.Split(b, []byte{0}) {
 		if string(e) == kv {

@@ -1,0 +1,73 @@
+// Package testproc gives tests that start processes a marker to find them
+// by, a watchdog, and a check that nothing they started survives.
+//
+// A test calls Guard, puts the returned NAME=value entry in the environment
+// of everything it starts, and is failed at cleanup if any live process
+// still carries it. Survivors are then killed by pid: they carry this
+// test's own random marker, so they are the test's own processes.
+package testproc
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// MarkerName is the environment variable tests mark their processes with.
+const MarkerName = "CORRAL_TEST_MARK"
+
+// Guard returns a fresh marker entry ("CORRAL_TEST_MARK=<random>"), arms a
+// watchdog that fails the whole test binary with a goroutine dump if the
+// test runs longer than limit, and registers the survivor check.
+func Guard(t testing.TB, limit time.Duration) string {
+	t.Helper()
+	var b [8]byte
+	rand.Read(b[:])
+	kv := MarkerName + "=" + t.Name() + "-" + hex.EncodeToString(b[:])
+	kv = strings.ReplaceAll(kv, "/", ".")
+	name := t.Name()
+	dog := time.AfterFunc(limit, func() {
+		killAll(kv)
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		fmt.Fprintf(os.Stderr, "watchdog: %s ran over %v\n%s", name, limit, buf[:n])
+		os.Exit(3)
+	})
+	t.Cleanup(func() {
+		dog.Stop()
+		if left := settle(kv, 2*time.Second); len(left) > 0 {
+			killAll(kv)
+			t.Errorf("processes survived the test: %v", left)
+		}
+	})
+	return kv
+}
+
+// Env returns this process's environment plus kv.
+func Env(kv string) []string { return append(os.Environ(), kv) }
+
+// settle waits up to d for the marked processes to be gone (an exiting
+// process can take a moment to leave the table) and returns what is left.
+func settle(kv string, d time.Duration) []int {
+	deadline := time.Now().Add(d)
+	for {
+		left := Survivors(kv)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func killAll(kv string) {
+	for _, pid := range Survivors(kv) {
+		if p, err := os.FindProcess(pid); err == nil {
+			p.Kill()
+		}
+	}
+}

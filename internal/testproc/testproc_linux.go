@@ -1,0 +1,46 @@
+package testproc
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+)
+
+// Survivors lists the live processes whose environment holds kv.
+func Survivors(kv string) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	self := os.Getpid()
+	var out []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == self {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, e := range bytes.Split(b, []byte{0}) {
+			if string(e) == kv {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
