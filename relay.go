@@ -55,13 +55,12 @@ func (rl *relay) copy(s *stream, mu *sync.Mutex) {
 	defer rl.wg.Done()
 	defer s.r.Close()
 	buf := make([]byte, 64<<10)
-	dead := false // the caller's writer failed: discard from here on
 	for {
 		n, err := s.r.Read(buf)
 		if n > 0 {
 			rl.first.CompareAndSwap(0, int64(time.Since(rl.start))+1)
 			keep := rl.admit(n)
-			if keep > 0 && s.w != nil && !dead {
+			if keep > 0 && s.w != nil {
 				if mu != nil {
 					mu.Lock()
 				}
@@ -70,12 +69,15 @@ func (rl *relay) copy(s *stream, mu *sync.Mutex) {
 					mu.Unlock()
 				}
 				if werr != nil {
-					dead = true
+					// Stop reading, as a direct pipe would: the
+					// command's next write fails (EPIPE or SIGPIPE).
 					rl.errMu.Lock()
 					if rl.writeErr == nil {
 						rl.writeErr = werr
 					}
 					rl.errMu.Unlock()
+					s.n.Add(int64(keep))
+					return
 				}
 			}
 			s.n.Add(int64(keep))

@@ -135,3 +135,35 @@ func Holders(pids []int, files ...*os.File) ([]int, error) { return holders(pids
 
 // Best returns the isolation Auto would choose here.
 func Best() Isolation { return best() }
+
+// ErrGone means a recorded tree has nothing left that could be alive: it
+// was recorded under another boot, or its cgroup no longer exists.
+var ErrGone = errors.New("tree is gone")
+
+// Orphan is a recorded tree whose owner is gone, re-found through its
+// identity: its cgroup, or its root's pid and start time, group and marker
+// under the same boot. Nothing is signalled that the identity does not
+// prove to be part of the tree.
+type Orphan interface {
+	// Members lists the tree's live processes.
+	Members() ([]int, error)
+	// Kill kills every process of the tree, in rounds until none is left.
+	Kill() error
+	// WaitEmpty waits until no process of the tree is alive.
+	WaitEmpty(timeout time.Duration) error
+	// Remove removes what is left of the tree (its empty cgroup).
+	Remove() error
+}
+
+// Adopt re-finds the tree named by ident. It returns ErrGone when nothing
+// of it can be alive.
+func Adopt(ident Identity) (Orphan, error) { return adopt(ident) }
+
+// ProcessAlive reports whether the process pid that started at start
+// (clock ticks after boot) is still running. Where that cannot be known it
+// reports true, so nothing is reaped on a guess.
+func ProcessAlive(pid int, start uint64) bool { return processAlive(pid, start) }
+
+// SelfStart returns this process's start time in clock ticks after boot
+// (0 where unknown).
+func SelfStart() uint64 { return selfStart() }

@@ -136,11 +136,31 @@ type member struct {
 	start uint64
 }
 
-// scan lists the live members of the tree: processes that started no
-// earlier than the root and are in its group, descend from it, descend
-// from this process through an orphan of the tree, or carry its marker.
-// Zombies are not members; zombie orphans of ours are reaped on the way.
+// scan lists the live members of the tree and reaps zombie orphans of ours
+// on the way.
 func (t *pgroupTree) scan() ([]member, error) {
+	out, err := scanMembers(t.ident, true, func(pid int, start uint64) bool {
+		return pid == t.self || (t.released[pid] == start && start != 0)
+	})
+	if err != nil {
+		return nil, err
+	}
+	reaper.mu.Lock()
+	for _, m := range out {
+		reaper.seen[m.pid] = m.start
+	}
+	reaper.mu.Unlock()
+	reapOrphans()
+	return out, nil
+}
+
+// scanMembers lists the live processes of the tree named by ident: those
+// that started no earlier than its root and are the root itself (same pid
+// and start time), are in its process group (only if useGroup: the caller
+// has proved the group id is still the tree's), descend from a member, or
+// carry the tree's marker. skip excludes processes (this one, released
+// ones). Zombies are not members.
+func scanMembers(ident Identity, useGroup bool, skip func(pid int, start uint64) bool) ([]member, error) {
 	pids, err := proc.Pids()
 	if err != nil {
 		return nil, err
@@ -151,7 +171,6 @@ func (t *pgroupTree) scan() ([]member, error) {
 			stats[pid] = st
 		}
 	}
-	var out []member
 	memo := map[int]bool{}
 	var isMember func(pid int, depth int) bool
 	isMember = func(pid int, depth int) bool {
@@ -161,39 +180,43 @@ func (t *pgroupTree) scan() ([]member, error) {
 		st, ok := stats[pid]
 		v := false
 		switch {
-		case !ok || pid == t.self || st.StartTime < t.ident.StartTime || depth > 64:
-		case t.released[pid] == st.StartTime && st.StartTime != 0:
-		case pid == t.ident.Pid || st.Pgid == t.ident.Pgid:
+		case !ok || depth > 64 || st.StartTime < ident.StartTime || skip(pid, st.StartTime):
+		case pid == ident.Pid && st.StartTime == ident.StartTime:
+			v = true
+		case useGroup && st.Pgid == ident.Pgid:
 			v = true
 		default:
 			v = isMember(st.Ppid, depth+1)
-			if !v && !st.Zombie() {
-				v, _ = proc.HasEnv(pid, t.ident.Marker)
+			if !v && !st.Zombie() && ident.Marker != "" {
+				v, _ = proc.HasEnv(pid, ident.Marker)
 			}
 		}
 		memo[pid] = v
 		return v
 	}
+	var out []member
 	for pid, st := range stats {
-		if !isMember(pid, 0) || st.Zombie() {
-			continue
+		if !st.Zombie() && isMember(pid, 0) {
+			out = append(out, member{pid, st.StartTime})
 		}
-		if pid == t.ident.Pid {
-			select {
-			case <-t.root.exited:
-				continue
-			default:
-			}
-		}
-		out = append(out, member{pid, st.StartTime})
 	}
-	reaper.mu.Lock()
-	for _, m := range out {
-		reaper.seen[m.pid] = m.start
-	}
-	reaper.mu.Unlock()
-	reapOrphans()
 	return out, nil
+}
+
+// signalMembers signals each member through a pidfd, after checking that
+// the pid still names the process the scan saw.
+func signalMembers(ms []member, sig unix.Signal) error {
+	var errs []error
+	for _, m := range ms {
+		start := m.start
+		if err := signalVerified(m.pid, sig, func(pid int) bool {
+			st, err := proc.ReadStat(pid)
+			return err == nil && st.StartTime == start
+		}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (t *pgroupTree) Members() ([]int, error) {
@@ -219,14 +242,8 @@ func (t *pgroupTree) signalAll(sig unix.Signal) (int, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, m := range ms {
-		start := m.start
-		if err := signalVerified(m.pid, sig, func(pid int) bool {
-			st, err := proc.ReadStat(pid)
-			return err == nil && st.StartTime == start
-		}); err != nil {
-			errs = append(errs, err)
-		}
+	if err := signalMembers(ms, sig); err != nil {
+		errs = append(errs, err)
 	}
 	return len(ms), errors.Join(errs...)
 }
@@ -299,18 +316,11 @@ func (t *pgroupTree) KillProcs(pids []int) error {
 	for _, p := range pids {
 		want[p] = true
 	}
-	var errs []error
+	var pick []member
 	for _, m := range ms {
-		if !want[m.pid] {
-			continue
-		}
-		start := m.start
-		if err := signalVerified(m.pid, unix.SIGKILL, func(pid int) bool {
-			st, err := proc.ReadStat(pid)
-			return err == nil && st.StartTime == start
-		}); err != nil {
-			errs = append(errs, err)
+		if want[m.pid] {
+			pick = append(pick, m)
 		}
 	}
-	return errors.Join(errs...)
+	return signalMembers(pick, unix.SIGKILL)
 }

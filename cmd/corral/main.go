@@ -1,0 +1,81 @@
+// Command corral runs commands as contained process trees.
+//
+//	corral run [flags] -- COMMAND [ARGS...]
+//	corral reap [--dry-run] [--json]
+//
+// See the README for the exit codes and every flag.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-dev/corral/internal/contain"
+)
+
+// Exit codes of corral's own (the command's own status passes through).
+const (
+	exitUsage       = 2   // bad flag or argument: nothing ran
+	exitOutputLimit = 122 // output passed --max-output; the tree was killed
+	exitStdioHeld   = 123 // a kept descendant held stdio past --drain
+	exitTimeout     = 124 // --timeout passed; the tree was stopped
+	exitInternal    = 125 // corral itself failed (record, isolation, kill)
+	exitNotExec     = 126 // the command cannot be executed
+	exitNotFound    = 127 // the command was not found
+)
+
+// exitError carries an exit code out of a subcommand; msg, if set, is
+// printed as one line on stderr.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func usageErr(format string, a ...any) error {
+	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, a...)}
+}
+
+func main() {
+	// This process starts no children but corral's trees, so the child
+	// subreaper of the pgroup backend may reap every orphan it inherits.
+	contain.OwnAllChildren()
+	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// Main runs the corral command line and returns its exit code.
+func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
+	root := &cobra.Command{
+		Use:           "corral",
+		Short:         "Run commands as contained process trees",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
+	root.AddCommand(runCommand(stdin, stdout, stderr), reapCommand(stdout))
+	err := root.Execute()
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		// cobra's own errors (unknown command, wrong argument count) are
+		// usage errors.
+		ee = &exitError{code: exitUsage, msg: err.Error()}
+	}
+	if ee.msg != "" {
+		fmt.Fprintf(stderr, "corral: %s\n", ee.msg)
+		if ee.code == exitUsage {
+			fmt.Fprintln(stderr, "Run 'corral --help' for usage.")
+		}
+	}
+	return ee.code
+}

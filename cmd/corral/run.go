@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/contain"
+	"github.com/corral-dev/corral/internal/record"
+	"github.com/corral-dev/corral/internal/statedir"
+)
+
+type runFlags struct {
+	timeout, grace, drain time.Duration
+	maxOutput             string
+	keepDetached          bool
+	isolation             string
+	result                string
+	noRecord              bool
+}
+
+func runCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARGS...]",
+		Short: "Run one command as a contained process tree",
+		Long: `Run COMMAND as a contained process tree and exit with its status.
+
+Output streams through as it is produced. Every process the command starts
+is stopped when it ends (or is released with --keep-detached), a timeout or
+a signal to corral stops the whole tree (SIGTERM, --grace, then SIGKILL),
+and a record of the tree is kept in the state directory while it runs so
+that 'corral reap' can kill it if corral itself is killed.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMain(&f, args, stdin, stdout, stderr)
+		},
+	}
+	fl := c.Flags()
+	fl.SetInterspersed(false)
+	fl.DurationVar(&f.timeout, "timeout", 0, "stop the tree after this long (0: never)")
+	fl.DurationVar(&f.grace, "grace", corral.DefaultGrace, "time between SIGTERM and SIGKILL when stopping")
+	fl.DurationVar(&f.drain, "drain", corral.DefaultDrain, "how long to read output held open after the command exits")
+	fl.StringVar(&f.maxOutput, "max-output", "", "kill the tree once stdout+stderr pass this size (e.g. 10MiB)")
+	fl.BoolVar(&f.keepDetached, "keep-detached", false, "let descendants that released stdio outlive the command")
+	fl.StringVar(&f.isolation, "isolation", "auto", "containment: auto, cgroup, pgroup (Linux), job (Windows)")
+	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file")
+	fl.BoolVar(&f.noRecord, "no-record", false, "keep no crash record (then 'corral reap' cannot find the tree)")
+	return c
+}
+
+func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Writer) error {
+	cmd := corral.Command(args[0], args[1:]...)
+	switch {
+	case f.timeout < 0:
+		return usageErr("--timeout must not be negative")
+	case f.grace < 0:
+		return usageErr("--grace must not be negative")
+	case f.drain <= 0:
+		return usageErr("--drain must be positive")
+	}
+	cmd.Timeout, cmd.Drain = f.timeout, f.drain
+	cmd.Grace = f.grace
+	if f.grace == 0 {
+		cmd.Grace = -1 // --grace 0: kill at once
+	}
+	if f.maxOutput != "" {
+		n, err := parseSize(f.maxOutput)
+		if err != nil || n <= 0 {
+			return usageErr("--max-output: want a positive size like 10MiB, got %q", f.maxOutput)
+		}
+		cmd.MaxOutput = n
+	}
+	if f.keepDetached {
+		cmd.Descendants = corral.KeepDetached
+	}
+	switch f.isolation {
+	case "auto", "cgroup", "pgroup", "job":
+		cmd.Isolation = corral.Isolation(f.isolation)
+	default:
+		return usageErr("--isolation: want auto, cgroup, pgroup or job, got %q", f.isolation)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+
+	// Open the result file first: a bad path must fail before anything runs.
+	var resultFile *os.File
+	if f.result != "" {
+		var err error
+		if resultFile, err = os.Create(f.result); err != nil {
+			return &exitError{code: exitInternal, msg: fmt.Sprintf("--result: %v", err)}
+		}
+		defer resultFile.Close()
+	}
+	var store *record.Store
+	if !f.noRecord {
+		dir, err := statedir.Path()
+		if err == nil {
+			dir, err = statedir.Ensure(dir, "runs")
+		}
+		if err != nil {
+			return &exitError{code: exitInternal, msg: err.Error()}
+		}
+		store = &record.Store{Dir: dir}
+	}
+	var recID string
+	if store != nil {
+		owner, ownerStart := os.Getpid(), contain.SelfStart()
+		cmd.OnStart = func(id corral.Identity) error {
+			recID = strings.TrimPrefix(id.Marker, corral.MarkerEnv+"=")
+			return store.Write(&record.Record{
+				ID: recID, OwnerPid: owner, OwnerStart: ownerStart, BootID: id.BootID,
+				Isolation: string(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
+				StartTime: id.StartTime, Cgroup: id.Cgroup, Marker: id.Marker,
+				Argv: args, Created: time.Now().UTC(),
+			})
+		}
+	}
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	got, escalate, stopSignals := catchSignals(cancel)
+	cmd.Escalate = escalate
+	// A closed stdout must not kill corral with SIGPIPE and orphan the
+	// tree. Catch it rather than ignore it: an ignored signal stays
+	// ignored across exec, and the command must still die of SIGPIPE
+	// when it writes to the closed pipe, as it would writing directly.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+	res, err := cmd.Run(ctx)
+	stopSignals()
+
+	if store != nil && recID != "" && !res.KillFailed {
+		if rerr := store.Remove(recID); rerr != nil {
+			fmt.Fprintf(stderr, "corral: %v\n", rerr)
+		}
+	}
+	if resultFile != nil {
+		b, _ := json.Marshal(res)
+		if _, werr := resultFile.Write(append(b, '\n')); werr != nil {
+			fmt.Fprintf(stderr, "corral: --result: %v\n", werr)
+		}
+	}
+	return exitFor(res, err, got())
+}
+
+// catchSignals turns SIGINT, SIGTERM and SIGHUP into a cancellation of the
+// run (with the grace period); a second SIGINT closes escalate, which kills
+// at once. got reports the first signal received.
+func catchSignals(cancel context.CancelCauseFunc) (got func() syscall.Signal, escalate <-chan struct{}, stop func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	esc := make(chan struct{})
+	var mu sync.Mutex
+	var first syscall.Signal
+	var escOnce sync.Once
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-ch:
+				sig := s.(syscall.Signal)
+				mu.Lock()
+				if first == 0 {
+					first = sig
+					mu.Unlock()
+					cancel(fmt.Errorf("corral received %v", sig))
+					continue
+				}
+				mu.Unlock()
+				if sig == syscall.SIGINT {
+					escOnce.Do(func() { close(esc) })
+				}
+			}
+		}
+	}()
+	return func() syscall.Signal {
+			mu.Lock()
+			defer mu.Unlock()
+			return first
+		}, esc, func() {
+			signal.Stop(ch)
+			close(done)
+		}
+}
+
+// exitFor maps a result to corral run's exit code, printing one line on
+// stderr for anything that is not the command's own doing.
+func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
+	var msg string
+	code := 0
+	switch res.Outcome {
+	case corral.OutcomeExited:
+		code = res.ExitCode
+	case corral.OutcomeSignaled:
+		code = 128 + res.Signal
+	case corral.OutcomeTimeout:
+		code, msg = exitTimeout, "timed out; the tree was stopped"
+	case corral.OutcomeCancelled:
+		code = 128 + int(sig)
+		if sig == 0 {
+			code = 128 + int(syscall.SIGINT)
+		}
+		msg = fmt.Sprintf("stopped on %v", sig)
+	case corral.OutcomeOutputLimit:
+		code, msg = exitOutputLimit, "output limit reached; the tree was killed"
+	case corral.OutcomeStdioHeld:
+		code, msg = exitStdioHeld, fmt.Sprintf("processes %v held stdout/stderr past the drain bound; killed", res.StdioHeldBy)
+	case corral.OutcomeStartFailed:
+		code = exitInternal
+		switch {
+		case errors.Is(err, corral.ErrNotFound):
+			code = exitNotFound
+		case errors.Is(err, corral.ErrNotExec):
+			code = exitNotExec
+		}
+		msg = res.Error
+	}
+	if res.DrainCutOff {
+		msg = joinMsg(msg, fmt.Sprintf("output still held open after %v; stopped reading (drain cut off)", "--drain"))
+	}
+	if res.KillFailed {
+		code = exitInternal
+		msg = joinMsg(msg, "the tree could not be confirmed gone: "+res.Error+"; its record is kept for 'corral reap'")
+	}
+	if res.OutputError != "" {
+		msg = joinMsg(msg, "writing output: "+res.OutputError)
+	}
+	if code == 0 && msg == "" {
+		return nil
+	}
+	return &exitError{code: code, msg: msg}
+}
+
+func joinMsg(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

@@ -1,0 +1,155 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/internal/proc"
+)
+
+func adopt(ident Identity) (Orphan, error) {
+	boot, err := proc.BootID()
+	if err != nil {
+		return nil, err
+	}
+	if ident.BootID != boot {
+		return nil, fmt.Errorf("recorded under boot %s: %w", ident.BootID, ErrGone)
+	}
+	switch ident.Isolation {
+	case Cgroup:
+		if err := checkTreeCgroup(ident.Cgroup); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(filepath.Join(ident.Cgroup, "cgroup.procs")); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("cgroup %s: %w", ident.Cgroup, ErrGone)
+		}
+		return &cgroupOrphan{dir: ident.Cgroup}, nil
+	case Pgroup:
+		if ident.Pid <= 0 || ident.Pgid <= 0 || ident.StartTime == 0 {
+			return nil, fmt.Errorf("incomplete identity %+v", ident)
+		}
+		return &pgroupOrphan{ident: ident}, nil
+	}
+	return nil, fmt.Errorf("isolation %q: %w", ident.Isolation, ErrUnsupported)
+}
+
+// checkTreeCgroup accepts only a tree cgroup corral makes: a "t-" directory
+// inside the cgroup2 hierarchy. A record can never point the reaper at any
+// other cgroup.
+func checkTreeCgroup(dir string) error {
+	mnt, err := cgroup2Mount()
+	if err != nil {
+		return err
+	}
+	clean := filepath.Clean(dir)
+	if clean != dir || !strings.HasPrefix(dir, mnt+"/") || !strings.HasPrefix(filepath.Base(dir), "t-") {
+		return fmt.Errorf("%q is not a corral tree cgroup", dir)
+	}
+	return nil
+}
+
+type cgroupOrphan struct{ dir string }
+
+func (o *cgroupOrphan) Members() ([]int, error) {
+	pids, err := cgroupProcs(o.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return pids, err
+}
+
+func (o *cgroupOrphan) Kill() error {
+	err := killCgroup(o.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+func (o *cgroupOrphan) WaitEmpty(d time.Duration) error { return waitCgroupEmpty(o.dir, d) }
+func (o *cgroupOrphan) Remove() error                   { return removeCgroup(o.dir) }
+
+type pgroupOrphan struct{ ident Identity }
+
+// groupIsOurs reports whether the recorded group id still names the tree's
+// group. A new group with id G can only be made by a process whose pid is
+// G; so while no process other than the recorded root has pid G, every
+// process in group G belongs to the tree.
+func (o *pgroupOrphan) groupIsOurs() bool {
+	st, err := proc.ReadStat(o.ident.Pgid)
+	if errors.Is(err, proc.ErrGone) {
+		return true
+	}
+	return err == nil && o.ident.Pgid == o.ident.Pid && st.StartTime == o.ident.StartTime
+}
+
+func (o *pgroupOrphan) scan() ([]member, error) {
+	self := os.Getpid()
+	return scanMembers(o.ident, o.groupIsOurs(), func(pid int, _ uint64) bool { return pid == self })
+}
+
+func (o *pgroupOrphan) Members() ([]int, error) {
+	ms, err := o.scan()
+	pids := make([]int, len(ms))
+	for i, m := range ms {
+		pids[i] = m.pid
+	}
+	return pids, err
+}
+
+func (o *pgroupOrphan) Kill() error {
+	var err error
+	for i := 0; i < 100; i++ {
+		var ms []member
+		ms, err = o.scan()
+		if err != nil || len(ms) == 0 {
+			return err
+		}
+		err = signalMembers(ms, unix.SIGKILL)
+	}
+	return err
+}
+
+func (o *pgroupOrphan) WaitEmpty(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		ms, err := o.scan()
+		if err != nil {
+			return err
+		}
+		if len(ms) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes left: %w", len(ms), os.ErrDeadlineExceeded)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (o *pgroupOrphan) Remove() error { return nil }
+
+func processAlive(pid int, start uint64) bool {
+	st, err := proc.ReadStat(pid)
+	if errors.Is(err, proc.ErrGone) {
+		return false
+	}
+	if err != nil {
+		return true
+	}
+	return !st.Zombie() && st.StartTime == start
+}
+
+func selfStart() uint64 {
+	st, err := proc.ReadStat(os.Getpid())
+	if err != nil {
+		return 0
+	}
+	return st.StartTime
+}

@@ -1,0 +1,130 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/corral-dev/corral/internal/contain"
+)
+
+// Action is what Reap did (or, dry, would do) with one record.
+type Action string
+
+const (
+	// OwnerAlive: the tree's owner is still running; nothing done.
+	OwnerAlive Action = "owner_alive"
+	// Killed: the owner was gone; the tree's processes were killed and
+	// the record removed.
+	Killed Action = "killed"
+	// WouldKill: dry run of Killed.
+	WouldKill Action = "would_kill"
+	// Gone: the owner and the whole tree were gone (or recorded under
+	// another boot); the record was removed.
+	Gone Action = "gone"
+	// WouldRemove: dry run of Gone.
+	WouldRemove Action = "would_remove"
+	// Failed: the tree could not be killed; the record is kept.
+	Failed Action = "failed"
+)
+
+// Reaped reports what Reap did with one record.
+type Reaped struct {
+	Record *Record `json:"record"`
+	Action Action  `json:"action"`
+	Pids   []int   `json:"pids"`
+	Error  string  `json:"error,omitempty"`
+}
+
+// Reap kills every recorded tree whose owner is gone, through the identity
+// gate of contain.Adopt, and removes its record. Trees whose owner is alive
+// are left alone. With dry set nothing is signalled or removed. Running it
+// twice is harmless: the second run finds no records of killed trees.
+func Reap(s Store, dry bool) ([]Reaped, []error) {
+	recs, errs := s.List()
+	var out []Reaped
+	for _, r := range recs {
+		out = append(out, reapOne(s, r, dry))
+	}
+	if !dry {
+		removeStaleTemps(s.Dir)
+	}
+	return out, errs
+}
+
+func reapOne(s Store, r *Record, dry bool) Reaped {
+	res := Reaped{Record: r, Pids: []int{}}
+	if contain.ProcessAlive(r.OwnerPid, r.OwnerStart) {
+		res.Action = OwnerAlive
+		return res
+	}
+	tree, err := contain.Adopt(contain.Identity{
+		Isolation: contain.Isolation(r.Isolation),
+		Pid:       r.Pid, Pgid: r.Pgid, Cgroup: r.Cgroup,
+		StartTime: r.StartTime, BootID: r.BootID, Marker: r.Marker,
+	})
+	if errors.Is(err, contain.ErrGone) {
+		return removeRecord(s, res, dry, Gone, WouldRemove)
+	}
+	if err != nil {
+		res.Action, res.Error = Failed, err.Error()
+		return res
+	}
+	pids, err := tree.Members()
+	if err != nil {
+		res.Action, res.Error = Failed, err.Error()
+		return res
+	}
+	if pids != nil {
+		res.Pids = pids
+	}
+	if dry {
+		res.Action = WouldKill
+		if len(pids) == 0 {
+			res.Action = WouldRemove
+		}
+		return res
+	}
+	if len(pids) > 0 {
+		kerr := tree.Kill()
+		if werr := tree.WaitEmpty(10 * time.Second); werr != nil {
+			res.Action, res.Error = Failed, errors.Join(kerr, werr).Error()
+			return res
+		}
+	}
+	if err := tree.Remove(); err != nil {
+		res.Action, res.Error = Failed, err.Error()
+		return res
+	}
+	act := Killed
+	if len(pids) == 0 {
+		act = Gone
+	}
+	return removeRecord(s, res, false, act, act)
+}
+
+func removeRecord(s Store, res Reaped, dry bool, act, dryAct Action) Reaped {
+	if dry {
+		res.Action = dryAct
+		return res
+	}
+	if err := s.Remove(res.Record.ID); err != nil {
+		res.Action, res.Error = Failed, fmt.Sprintf("remove record: %v", err)
+		return res
+	}
+	res.Action = act
+	return res
+}
+
+// removeStaleTemps removes temporary files of writes that a crash
+// interrupted; a write in flight is younger than a minute.
+func removeStaleTemps(dir string) {
+	tmps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
+	for _, t := range tmps {
+		if fi, err := os.Stat(t); err == nil && time.Since(fi.ModTime()) > time.Minute {
+			os.Remove(t)
+		}
+	}
+}

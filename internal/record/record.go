@@ -1,0 +1,140 @@
+// Package record keeps durable records of the trees corral has started, so
+// that a tree whose owner died (a SIGKILLed corral run, a crash, a reboot)
+// can be found and killed afterwards, and only that tree.
+//
+// A record is written before the tree's root runs its first instruction and
+// removed after the tree has settled. One file per tree:
+//
+//	<state>/runs/
+//	    <id>.json      one Record, schema Version
+//	    .<id>.tmp-*    a write in flight (never read; removed by Reap)
+//
+// Each write goes to a temporary file that is fsynced and renamed over the
+// final name, and the directory is fsynced, so a crash leaves either the
+// whole old record, the whole new one, or none; never a partial one.
+package record
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Version is the schema version of records this build writes and reads.
+const Version = 1
+
+// ErrBadRecord marks a record file that cannot be used (malformed, from a
+// newer schema). It is reported and left in place, never deleted.
+var ErrBadRecord = errors.New("bad record")
+
+// Record is the identity of one tree and of the process that owns it.
+type Record struct {
+	Version int    `json:"version"`
+	ID      string `json:"id"`
+	// Owner is the process responsible for the tree (a corral run); the
+	// tree is an orphan once it is gone.
+	OwnerPid   int    `json:"owner_pid"`
+	OwnerStart uint64 `json:"owner_start"`
+	BootID     string `json:"boot_id"`
+
+	Isolation string    `json:"isolation"`
+	Pid       int       `json:"pid"`
+	Pgid      int       `json:"pgid"`
+	StartTime uint64    `json:"start_time"`
+	Cgroup    string    `json:"cgroup,omitempty"`
+	Marker    string    `json:"marker"`
+	Argv      []string  `json:"argv"`
+	Created   time.Time `json:"created"`
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// Store is a directory of records.
+type Store struct{ Dir string }
+
+func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") }
+
+// Write stores r durably, replacing any record with the same id.
+func (s Store) Write(r *Record) error {
+	if !idPattern.MatchString(r.ID) {
+		return fmt.Errorf("record id %q: %w", r.ID, ErrBadRecord)
+	}
+	r.Version = Version
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(s.Dir, r.ID+".json", b)
+}
+
+// writeAtomic writes data to dir/name through a synced temporary file and
+// a rename, then syncs dir.
+func writeAtomic(dir, name string, data []byte) error {
+	f, err := os.CreateTemp(dir, "."+strings.TrimSuffix(name, ".json")+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("record: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("record %s: %w", name, err)
+	}
+	return syncDir(dir)
+}
+
+// Remove deletes the record of id; a missing record is not an error.
+func (s Store) Remove(id string) error {
+	if err := os.Remove(s.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("record: %w", err)
+	}
+	return syncDir(s.Dir)
+}
+
+// List reads every record. Files that cannot be used are returned as
+// errors (wrapping ErrBadRecord) beside the good records.
+func (s Store) List() ([]*Record, []error) {
+	names, err := filepath.Glob(filepath.Join(s.Dir, "*.json"))
+	if err != nil {
+		return nil, []error{err}
+	}
+	sort.Strings(names)
+	var recs []*Record
+	var errs []error
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // removed by its owner meanwhile
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w: %v", n, ErrBadRecord, err))
+			continue
+		}
+		if r.Version != Version || r.ID+".json" != filepath.Base(n) {
+			errs = append(errs, fmt.Errorf("%s: %w: version %d, id %q", n, ErrBadRecord, r.Version, r.ID))
+			continue
+		}
+		recs = append(recs, &r)
+	}
+	return recs, errs
+}
