@@ -351,8 +351,8 @@ func TestReapNeverSignalsAForeignProcess(t *testing.T) {
 	var rep struct {
 		Trees []struct {
 			Record struct{ ID string } `json:"record"`
-			Action string             `json:"action"`
-			Pids   []int              `json:"pids"`
+			Action string              `json:"action"`
+			Pids   []int               `json:"pids"`
 		} `json:"trees"`
 		Errors []string `json:"errors"`
 	}
