@@ -56,6 +56,8 @@ type Identity struct {
 	Pgid int
 	// Cgroup is the absolute path of the tree's cgroup, if it has one.
 	Cgroup string
+	// Job is the name of the tree's job object (Windows).
+	Job string
 	// StartTime is the root's start time in clock ticks after boot (field
 	// 22 of /proc/PID/stat); with BootID it names the root for ever.
 	StartTime uint64

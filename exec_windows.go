@@ -5,7 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/windows"
 )
 
 func isExecutable(p string) bool {
@@ -21,5 +22,5 @@ func isExecutable(p string) bool {
 }
 
 func isNoExec(err error) bool {
-	return errors.Is(err, syscall.ERROR_BAD_EXE_FORMAT) || errors.Is(err, syscall.ERROR_ACCESS_DENIED)
+	return errors.Is(err, windows.ERROR_BAD_EXE_FORMAT) || errors.Is(err, windows.ERROR_ACCESS_DENIED)
 }

@@ -436,7 +436,7 @@ func outcomeOfCtx(ctx context.Context) Outcome {
 func publicIdentity(ci contain.Identity) Identity {
 	return Identity{
 		Isolation: Isolation(ci.Isolation),
-		Pid:       ci.Pid, Pgid: ci.Pgid, Cgroup: ci.Cgroup,
+		Pid:       ci.Pid, Pgid: ci.Pgid, Cgroup: ci.Cgroup, Job: ci.Job,
 		StartTime: ci.StartTime, BootID: ci.BootID, Marker: ci.Marker,
 	}
 }

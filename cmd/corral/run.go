@@ -121,7 +121,7 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 			return store.Write(&record.Record{
 				ID: recID, OwnerPid: owner, OwnerStart: ownerStart, BootID: id.BootID,
 				Isolation: string(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
-				StartTime: id.StartTime, Cgroup: id.Cgroup, Marker: id.Marker,
+				StartTime: id.StartTime, Cgroup: id.Cgroup, Job: id.Job, Marker: id.Marker,
 				Argv: args, Created: time.Now().UTC(),
 			})
 		}

@@ -61,6 +61,8 @@ type Identity struct {
 	Pgid      int
 	// Cgroup is the absolute path of the tree's cgroup directory, if any.
 	Cgroup string
+	// Job is the name of the tree's job object (Windows).
+	Job string
 	// StartTime is the root's start time in clock ticks after boot (Linux),
 	// zero where unknown.
 	StartTime uint64

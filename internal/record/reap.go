@@ -62,7 +62,7 @@ func reapOne(s Store, r *Record, dry bool) Reaped {
 	}
 	tree, err := contain.Adopt(contain.Identity{
 		Isolation: contain.Isolation(r.Isolation),
-		Pid:       r.Pid, Pgid: r.Pgid, Cgroup: r.Cgroup,
+		Pid:       r.Pid, Pgid: r.Pgid, Cgroup: r.Cgroup, Job: r.Job,
 		StartTime: r.StartTime, BootID: r.BootID, Marker: r.Marker,
 	})
 	if errors.Is(err, contain.ErrGone) {

@@ -48,6 +48,7 @@ type Record struct {
 	Pgid      int       `json:"pgid"`
 	StartTime uint64    `json:"start_time"`
 	Cgroup    string    `json:"cgroup,omitempty"`
+	Job       string    `json:"job,omitempty"`
 	Marker    string    `json:"marker"`
 	Argv      []string  `json:"argv"`
 	Created   time.Time `json:"created"`

@@ -1,0 +1,195 @@
+package corral_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/windows"
+
+	"github.com/corral-dev/corral"
+)
+
+// helper returns a Cmd that runs a helper of this test binary.
+func helper(name string, args ...string) *corral.Cmd {
+	c := corral.Command(os.Args[0], args...)
+	c.Env = append(os.Environ(), helperEnv+"="+name)
+	return c
+}
+
+func alive(pid int) bool {
+	h, err := windows.OpenProcess(windows.SYNCHRONIZE|windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(pid))
+	if err != nil {
+		return false
+	}
+	defer windows.CloseHandle(h)
+	ev, _ := windows.WaitForSingleObject(h, 0)
+	return ev == uint32(windows.WAIT_TIMEOUT)
+}
+
+// pidsIn parses the pids a helper printed, one per line.
+func pidsIn(t *testing.T, out string) []int {
+	var pids []int
+	s := bufio.NewScanner(strings.NewReader(out))
+	for s.Scan() {
+		if p, err := strconv.Atoi(strings.TrimSpace(s.Text())); err == nil {
+			pids = append(pids, p)
+		}
+	}
+	return pids
+}
+
+// noneAlive fails the test if any of pids is still running (after a short
+// grace for the kernel to finish), killing them so nothing leaks.
+func noneAlive(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for _, p := range pids {
+		for alive(p) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if alive(p) {
+			t.Errorf("pid %d survived", p)
+			if h, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, uint32(p)); err == nil {
+				windows.TerminateProcess(h, 1)
+				windows.CloseHandle(h)
+			}
+		}
+	}
+}
+
+func watchdog(t *testing.T) {
+	dog := time.AfterFunc(60*time.Second, func() { panic("watchdog: " + t.Name() + " ran over 60s") })
+	t.Cleanup(func() { dog.Stop() })
+}
+
+func TestJobExitCodes(t *testing.T) {
+	watchdog(t)
+	r, err := helper("exit", "0").Run(context.Background())
+	if err != nil || r.Outcome != corral.OutcomeExited || r.Isolation != "job" {
+		t.Fatalf("exit 0: %+v, %v", r, err)
+	}
+	r, err = helper("exit", "3").Run(context.Background())
+	if r.ExitCode != 3 || !errors.Is(err, corral.ErrExitStatus) {
+		t.Fatalf("exit 3: %+v, %v", r, err)
+	}
+}
+
+func TestJobTimeoutKillsTree(t *testing.T) {
+	watchdog(t)
+	c := helper("spawn", "3", "30")
+	var out bytes.Buffer
+	c.Stdout = &out
+	c.Timeout = 2 * time.Second
+	r, err := c.Run(context.Background())
+	if r.Outcome != corral.OutcomeTimeout || !errors.Is(err, corral.ErrTimeout) {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+	pids := pidsIn(t, out.String())
+	if len(pids) != 3 {
+		t.Fatalf("helper printed %q", out.String())
+	}
+	noneAlive(t, append(pids, r.Pid))
+}
+
+func TestJobGrandchildHoldingStdout(t *testing.T) {
+	watchdog(t)
+	// The root exits at once; its child holds stdout for 30s.
+	c := helper("spawn", "1", "30", "0")
+	var out bytes.Buffer
+	c.Stdout = &out
+	start := time.Now()
+	r, err := c.Run(context.Background())
+	if err != nil || r.DescendantsKilled != 1 {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Fatalf("took %v", el)
+	}
+	noneAlive(t, pidsIn(t, out.String()))
+}
+
+func TestJobKeepDetached(t *testing.T) {
+	watchdog(t)
+	c := helper("orphan", "30")
+	var out bytes.Buffer
+	c.Stdout = &out
+	c.Descendants = corral.KeepDetached
+	c.Drain = 500 * time.Millisecond
+	r, _ := c.Run(context.Background())
+	pids := pidsIn(t, out.String())
+	if len(pids) != 1 {
+		t.Fatalf("helper printed %q (%+v)", out.String(), r)
+	}
+	// The orphan was started with no stdio, so it is released.
+	if r.Outcome != corral.OutcomeExited || len(r.Detached) != 1 || !alive(pids[0]) {
+		t.Fatalf("released child not alive: %+v", r)
+	}
+	noneAliveAfterKill(t, pids[0])
+}
+
+func noneAliveAfterKill(t *testing.T, pid int) {
+	if h, err := windows.OpenProcess(windows.PROCESS_TERMINATE, false, uint32(pid)); err == nil {
+		windows.TerminateProcess(h, 1)
+		windows.CloseHandle(h)
+	}
+	noneAlive(t, []int{pid})
+}
+
+func TestJobOnStartHoldsAndFails(t *testing.T) {
+	watchdog(t)
+	// Not t.TempDir: under Wine its cleanup fails ("Invalid function").
+	dir, err := os.MkdirTemp("", "corral-job-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	file := filepath.Join(dir, "ran")
+	c := helper("touch", file)
+	var ranAtHook bool
+	c.OnStart = func(id corral.Identity) error {
+		time.Sleep(300 * time.Millisecond) // a running child would have touched it by now
+		_, err := os.Stat(file)
+		ranAtHook = err == nil
+		if id.Pid == 0 || !strings.HasPrefix(id.Job, `Local\corral-`) {
+			t.Errorf("identity %+v", id)
+		}
+		return nil
+	}
+	if _, err := c.Run(context.Background()); err != nil || ranAtHook {
+		t.Fatalf("err %v, ran before the hook returned: %v", err, ranAtHook)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatal("did not run after the hook")
+	}
+	os.Remove(file)
+	c = helper("touch", file)
+	c.OnStart = func(corral.Identity) error { return errors.New("no") }
+	r, err := c.Run(context.Background())
+	if r.Outcome != corral.OutcomeStartFailed || !errors.Is(err, corral.ErrHook) {
+		t.Fatalf("got %+v, %v", r, err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(file); err == nil {
+		t.Fatal("ran although the hook failed")
+	}
+}
+
+func TestJobOutputLimit(t *testing.T) {
+	watchdog(t)
+	c := helper("flood")
+	var out bytes.Buffer
+	c.Stdout = &out
+	c.MaxOutput = 1 << 20
+	r, err := c.Run(context.Background())
+	if r.Outcome != corral.OutcomeOutputLimit || !errors.Is(err, corral.ErrOutputLimit) || out.Len() != 1<<20 {
+		t.Fatalf("got %+v, %v, %d bytes", r, err, out.Len())
+	}
+}
