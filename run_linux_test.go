@@ -246,6 +246,28 @@ func TestForkStormWhileKilled(t *testing.T) {
 	})
 }
 
+func TestGracefulStopOfAForkingTree(t *testing.T) {
+	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
+		// It ignores SIGTERM and keeps forking, so the rounds of SIGTERM
+		// never run dry (the cgroup backend falls back to freezing); the
+		// kill after the grace period must still get every process.
+		c := sh(iso, mark, `trap '' TERM; i=0; while [ $i -lt 3000 ]; do sleep 60 & i=$((i+1)); done; wait`)
+		c.Timeout = 300 * time.Millisecond
+		c.Grace = 300 * time.Millisecond
+		start := time.Now()
+		r, err := c.Run(context.Background())
+		if r.Outcome != corral.OutcomeTimeout || r.KillFailed || r.Signal != int(syscall.SIGKILL) {
+			t.Fatalf("got %+v, %v", r, err)
+		}
+		if el := time.Since(start); el > 10*time.Second {
+			t.Fatalf("took %v", el)
+		}
+		if left := testproc.Survivors(mark); len(left) > 0 {
+			t.Fatalf("%d survived", len(left))
+		}
+	})
+}
+
 func TestCancelledBeforeStart(t *testing.T) {
 	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
 		dir := t.TempDir()

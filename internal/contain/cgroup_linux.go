@@ -230,24 +230,38 @@ func killCgroup(dir string) error {
 	return nil
 }
 
+// terminateCgroup sends SIGTERM to every process of the cgroup.
+//
+// It signals in rounds without freezing: list the members, signal the new
+// ones, list again. A process killed by SIGTERM cannot fork afterwards, so
+// a round finds only children whose fork was in flight during the previous
+// one, and the rounds end quickly. Only if they do not (a fork storm, or a
+// tree that forks from its TERM handler) is the cgroup frozen, the rest
+// signalled, and thawed. Freezing is the fallback, not the first step,
+// because each signal to a frozen task makes it leave and re-enter the
+// frozen state, which costs about 0.4 ms per process on the kernels
+// measured (cgroup.events is updated on both transitions).
 func terminateCgroup(dir string) error {
-	freeze := filepath.Join(dir, "cgroup.freeze")
-	if err := os.WriteFile(freeze, []byte("1"), 0); err != nil {
-		return fmt.Errorf("freeze %s: %w", dir, err)
-	}
-	// Freezing can take a moment (a task in D state); signals sent meanwhile
-	// are still delivered on thaw, so the wait is short and best effort.
-	waitCgroupEvent(dir, "frozen", "1", 100*time.Millisecond)
-	pids, err := cgroupProcs(dir)
+	done := map[int]bool{}
 	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	rel := cgroupRel(dir)
-	for _, pid := range pids {
-		if err := signalVerified(pid, unix.SIGTERM, func(pid int) bool { return inCgroup(pid, rel) }); err != nil {
+	for round := 0; round < 4; round++ {
+		n, err := signalNew(dir, unix.SIGTERM, done)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		if n == 0 {
+			return errors.Join(errs...)
+		}
+	}
+	freeze := filepath.Join(dir, "cgroup.freeze")
+	if err := os.WriteFile(freeze, []byte("1"), 0); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("freeze %s: %w", dir, err))...)
+	}
+	// Signals sent while freezing is still under way are delivered on thaw
+	// all the same, so this wait is short and best effort.
+	waitCgroupEvent(dir, "frozen", "1", 100*time.Millisecond)
+	if _, err := signalNew(dir, unix.SIGTERM, done); err != nil {
+		errs = append(errs, err)
 	}
 	if err := os.WriteFile(freeze, []byte("0"), 0); err != nil {
 		errs = append(errs, fmt.Errorf("thaw %s: %w", dir, err))
@@ -255,31 +269,50 @@ func terminateCgroup(dir string) error {
 	return errors.Join(errs...)
 }
 
-// cgroupRel is dir as a path inside the cgroup2 hierarchy, the form
-// /proc/PID/cgroup uses.
-func cgroupRel(dir string) string {
-	mnt, err := cgroup2Mount()
+// signalNew signals the members of the cgroup that are not in done, adds
+// them to done and returns how many there were. Each is signalled through a
+// pidfd opened between two listings of cgroup.procs, and only if its pid is
+// in both: a pid reused by a foreign process after the first listing is in
+// no listing of ours after it, so the pidfd of a stranger is never used.
+func signalNew(dir string, sig unix.Signal, done map[int]bool) (int, error) {
+	first, err := cgroupProcs(dir)
 	if err != nil {
-		return dir
+		if errors.Is(err, os.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, err
 	}
-	rel, err := filepath.Rel(mnt, dir)
-	if err != nil {
-		return dir
-	}
-	return "/" + rel
-}
-
-func inCgroup(pid int, rel string) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			return p == rel
+	fds := map[int]int{}
+	for _, pid := range first {
+		if done[pid] {
+			continue
+		}
+		done[pid] = true
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			fds[pid] = fd
 		}
 	}
-	return false
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if len(fds) == 0 {
+		return 0, nil
+	}
+	second, err := cgroupProcs(dir)
+	if err != nil {
+		return len(fds), err
+	}
+	var errs []error
+	for _, pid := range second {
+		if fd, ok := fds[pid]; ok {
+			if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+				errs = append(errs, fmt.Errorf("signal %d: %w", pid, err))
+			}
+		}
+	}
+	return len(fds), errors.Join(errs...)
 }
 
 // waitCgroupEmpty waits for "populated 0" in cgroup.events, watching the
@@ -348,12 +381,19 @@ func cgroupEvent(events, key string) (string, error) {
 }
 
 func (t *cgroupTree) KillProcs(pids []int) error {
-	rel := cgroupRel(t.dir)
-	var errs []error
-	for _, pid := range pids {
-		if err := signalVerified(pid, unix.SIGKILL, func(pid int) bool { return inCgroup(pid, rel) }); err != nil {
-			errs = append(errs, err)
-		}
+	// Mark every member but the chosen ones as done, so that signalNew
+	// signals exactly the chosen ones that are still members.
+	done := map[int]bool{}
+	members, err := cgroupProcs(t.dir)
+	if err != nil {
+		return err
 	}
-	return errors.Join(errs...)
+	for _, m := range members {
+		done[m] = true
+	}
+	for _, p := range pids {
+		delete(done, p)
+	}
+	_, err = signalNew(t.dir, unix.SIGKILL, done)
+	return err
 }

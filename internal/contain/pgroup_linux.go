@@ -126,6 +126,39 @@ func unregister(id Identity) {
 	reaper.mu.Unlock()
 }
 
+func (t *pgroupTree) rootExited() bool {
+	select {
+	case <-t.root.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// hasLiveOrphans reports whether this process has a live child that is not
+// the root of a tree. Once a tree's root has exited, every live process of
+// the tree is such a child or a descendant of one (orphans come back to
+// the subreaper, setsid or not), so without one the tree is empty and no
+// scan of the process table is needed.
+func hasLiveOrphans() bool {
+	kids, err := proc.Children(os.Getpid())
+	if err != nil {
+		return true
+	}
+	for _, kid := range kids {
+		reaper.mu.Lock()
+		root := reaper.roots[kid]
+		reaper.mu.Unlock()
+		if root {
+			continue
+		}
+		if st, err := proc.ReadStat(kid); err == nil && !st.Zombie() {
+			return true
+		}
+	}
+	return false
+}
+
 func (t *pgroupTree) Identity() Identity      { return t.ident }
 func (t *pgroupTree) Exited() <-chan struct{} { return t.root.exited }
 func (t *pgroupTree) Status() Status          { return t.root.status }
@@ -139,6 +172,9 @@ type member struct {
 // scan lists the live members of the tree and reaps zombie orphans of ours
 // on the way.
 func (t *pgroupTree) scan() ([]member, error) {
+	if t.rootExited() && !hasLiveOrphans() {
+		return nil, nil
+	}
 	out, err := scanMembers(t.ident, true, func(pid int, start uint64) bool {
 		return pid == t.self || (t.released[pid] == start && start != 0)
 	})
