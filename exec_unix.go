@@ -16,3 +16,8 @@ func isExecutable(p string) bool {
 func isNoExec(err error) bool {
 	return errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES)
 }
+
+// growPipe asks for a larger pipe buffer (Linux; best effort): a command
+// that writes fast then blocks less often, and the relay reads more per
+// wake-up.
+func growPipe(f *os.File) { growPipeOS(f) }

@@ -24,3 +24,5 @@ func isExecutable(p string) bool {
 func isNoExec(err error) bool {
 	return errors.Is(err, windows.ERROR_BAD_EXE_FORMAT) || errors.Is(err, windows.ERROR_ACCESS_DENIED)
 }
+
+func growPipe(f *os.File) {}

@@ -28,6 +28,11 @@ type relay struct {
 	writeErr  error
 }
 
+// relayBufs recycles the read buffers: large enough that a fast writer is
+// read in few wake-ups, pooled so that a short command does not pay for
+// allocating them.
+var relayBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
 type stream struct {
 	r *os.File // read end; the relay's goroutine owns it and closes it
 	w io.Writer
@@ -54,7 +59,9 @@ func newRelay(start time.Time, limit int64, stdout, stderr *os.File, wout, werr 
 func (rl *relay) copy(s *stream, mu *sync.Mutex) {
 	defer rl.wg.Done()
 	defer s.r.Close()
-	buf := make([]byte, 64<<10)
+	bp := relayBufs.Get().(*[]byte)
+	defer relayBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := s.r.Read(buf)
 		if n > 0 {

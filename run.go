@@ -66,6 +66,8 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 		outW.Close()
 		return startFailed(res, err)
 	}
+	growPipe(outW)
+	growPipe(errW)
 	stdin, stdinDone, err := c.stdinFile()
 	if err != nil {
 		closeAll(outR, outW, errR, errW)

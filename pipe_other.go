@@ -1,0 +1,7 @@
+//go:build !linux
+
+package corral
+
+import "os"
+
+func growPipeOS(f *os.File) {}
