@@ -23,6 +23,7 @@ type relay struct {
 	limitHit  chan struct{}
 	limitOnce sync.Once
 	wg        sync.WaitGroup
+	done      chan struct{} // closed when both streams reached EOF or were cut
 	streams   [2]*stream
 	errMu     sync.Mutex
 	writeErr  error
@@ -40,7 +41,7 @@ type stream struct {
 }
 
 func newRelay(start time.Time, limit int64, stdout, stderr *os.File, wout, werr io.Writer) *relay {
-	rl := &relay{start: start, limit: limit, limitHit: make(chan struct{})}
+	rl := &relay{start: start, limit: limit, limitHit: make(chan struct{}), done: make(chan struct{})}
 	rl.streams[0] = &stream{r: stdout, w: wout}
 	rl.streams[1] = &stream{r: stderr, w: werr}
 	// One writer for both streams must not see interleaved partial writes
@@ -53,6 +54,7 @@ func newRelay(start time.Time, limit int64, stdout, stderr *os.File, wout, werr 
 		rl.wg.Add(1)
 		go rl.copy(s, shared)
 	}
+	go func() { rl.wg.Wait(); close(rl.done) }()
 	return rl
 }
 
@@ -114,38 +116,27 @@ func (rl *relay) admit(n int) int {
 	return int(rl.limit - before)
 }
 
-// wait waits for both streams to reach end of file, at most until deadline.
-// Past it, reading stops and wait reports false.
-func (rl *relay) wait(deadline time.Time) bool {
-	done := make(chan struct{})
-	go func() { rl.wg.Wait(); close(done) }()
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-done:
-		return true
-	case <-t.C:
-	}
-	for _, s := range rl.streams {
-		s.r.SetReadDeadline(time.Now()) // unblocks the pending Read
-	}
-	<-done
-	return false
-}
-
-// eof reports whether both streams have already reached end of file.
+// eofWithin reports whether both streams reach end of file within d; stop
+// ends the wait early.
 func (rl *relay) eofWithin(d time.Duration, stop <-chan struct{}) bool {
-	done := make(chan struct{})
-	go func() { rl.wg.Wait(); close(done) }()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-done:
+	case <-rl.done:
 		return true
 	case <-t.C:
 	case <-stop:
 	}
 	return false
+}
+
+// cut stops reading: pending reads return at once, and the streams count as
+// ended.
+func (rl *relay) cut() {
+	for _, s := range rl.streams {
+		s.r.SetReadDeadline(time.Now())
+	}
+	<-rl.done
 }
 
 func (rl *relay) firstOutput() time.Duration {

@@ -24,7 +24,7 @@ const MarkerEnv = "CORRAL_TREE"
 // killBound bounds the wait for a killed tree to be gone. SIGKILL cannot be
 // ignored; what takes longer is a process stuck in the kernel (D state) or
 // one that moved itself out of our reach.
-const killBound = 10 * time.Second
+const killBound = contain.KillBound
 
 // Run starts the command, waits until its whole tree is gone (or released
 // under KeepDetached) and returns the result. The result is never nil.
@@ -134,8 +134,10 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 
 	// Drain what is left in the pipes. Every process of the tree is gone
 	// or released by now, so this waits only for data in flight, or for a
-	// process that escaped the tree (which the bound cuts off).
-	if !rl.wait(time.Now().Add(c.drain())) {
+	// process that escaped the tree (which the bound cuts off). While the
+	// pipes stay held, the tree is looked at again: a descendant that was
+	// in flight when it was last listed is stopped too.
+	if !c.drainOutput(tree, rl, res, stopped != "" || c.Descendants == KillDescendants) {
 		res.DrainCutOff = true
 		lifecycle = append(lifecycle, ErrDrainCutOff)
 	}
@@ -252,6 +254,31 @@ func (c *Cmd) settleDescendants(ctx context.Context, tree contain.Tree, rl *rela
 	return nil
 }
 
+// drainOutput waits up to the drain bound for both streams to end. With
+// recheck, each 50 ms that they stay held the tree is listed again and what
+// is found is killed (counted in DescendantsKilled). It reports whether the
+// streams ended; if not, reading is cut off.
+func (c *Cmd) drainOutput(tree contain.Tree, rl *relay, res *Result, recheck bool) bool {
+	deadline := time.Now().Add(c.drain())
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			rl.cut()
+			return false
+		}
+		if rl.eofWithin(min(left, 50*time.Millisecond), nil) {
+			return true
+		}
+		if !recheck {
+			continue
+		}
+		if ms, err := tree.Members(); err == nil && len(ms) > 0 {
+			res.DescendantsKilled += len(ms)
+			stopTree(tree, -1, nil)
+		}
+	}
+}
+
 // escalation returns a channel closed when the caller's context ends, the
 // output limit is hit, or esc is closed: any of them ends a grace period.
 func escalation(ctx context.Context, rl *relay, esc <-chan struct{}) <-chan struct{} {
@@ -267,48 +294,13 @@ func escalation(ctx context.Context, rl *relay, esc <-chan struct{}) <-chan stru
 	return ch
 }
 
-// stopTree stops every process of the tree: SIGTERM, up to grace for them to
-// go (cut short when escalate is closed), then SIGKILL. It returns when the
-// tree is empty, or with an error wrapping ErrKillFailed after killBound.
+// stopTree stops the tree (see contain.Stop), wrapping a failure in
+// ErrKillFailed.
 func stopTree(tree contain.Tree, grace time.Duration, escalate <-chan struct{}) error {
-	if grace >= 0 {
-		if err := tree.Terminate(); err == nil {
-			if waitEmptyOrEscalate(tree, grace, escalate) {
-				return nil
-			}
-		} else if !errors.Is(err, contain.ErrUnsupported) {
-			// A failed SIGTERM is no reason not to kill.
-			_ = err
-		}
-	}
-	kerr := tree.Kill()
-	if err := tree.WaitEmpty(killBound); err != nil {
-		return fmt.Errorf("%w: %w", ErrKillFailed, errors.Join(kerr, err))
+	if err := contain.Stop(tree, grace, killBound, escalate); err != nil {
+		return fmt.Errorf("%w: %w", ErrKillFailed, err)
 	}
 	return nil
-}
-
-// waitEmptyOrEscalate waits up to d for the tree to empty, in short slices
-// so that an escalation is noticed promptly.
-func waitEmptyOrEscalate(tree contain.Tree, d time.Duration, escalate <-chan struct{}) bool {
-	deadline := time.Now().Add(d)
-	for {
-		slice := time.Until(deadline)
-		if slice <= 0 {
-			return false
-		}
-		if slice > 50*time.Millisecond && escalate != nil {
-			slice = 50 * time.Millisecond
-		}
-		if tree.WaitEmpty(slice) == nil {
-			return true
-		}
-		select {
-		case <-escalate:
-			return false
-		default:
-		}
-	}
 }
 
 func (c *Cmd) grace() time.Duration {

@@ -327,7 +327,8 @@ func TestOnStartFailureRunsNothing(t *testing.T) {
 		dir := t.TempDir()
 		c := sh(iso, mark, "touch "+dir+"/ran")
 		boom := errors.New("disk full")
-		c.OnStart = func(corral.Identity) error { return boom }
+		var cg string
+		c.OnStart = func(id corral.Identity) error { cg = id.Cgroup; return boom }
 		r, err := c.Run(context.Background())
 		if r.Outcome != corral.OutcomeStartFailed || !errors.Is(err, corral.ErrHook) || !errors.Is(err, boom) || !errors.Is(err, corral.ErrStart) {
 			t.Fatalf("got %+v, %v", r, err)
@@ -337,12 +338,11 @@ func TestOnStartFailureRunsNothing(t *testing.T) {
 			t.Fatal("the command ran although its hook failed")
 		}
 		if iso == corral.IsolationCgroup {
-			base, _ := contain.CgroupBase()
-			entries, _ := filepath.Glob(filepath.Join(base, "t-*"))
-			for _, e := range entries {
-				if procs, _ := os.ReadFile(filepath.Join(e, "cgroup.procs")); len(procs) > 0 {
-					t.Fatalf("cgroup %s left populated", e)
-				}
+			if cg == "" {
+				t.Fatal("the hook was not given the cgroup")
+			}
+			if _, err := os.Stat(cg); err == nil {
+				t.Fatalf("cgroup %s of the refused tree was left behind", cg)
 			}
 		}
 	})

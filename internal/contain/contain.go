@@ -32,6 +32,7 @@ package contain
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"time"
 )
@@ -170,3 +171,49 @@ func ProcessAlive(pid int, start uint64) bool { return processAlive(pid, start) 
 // SelfStart returns this process's start time in clock ticks after boot
 // (0 where unknown).
 func SelfStart() uint64 { return selfStart() }
+
+// KillBound is how long Stop waits for a killed tree to be gone. SIGKILL
+// cannot be ignored; what takes longer is a process stuck in the kernel (D
+// state) or one that moved itself out of reach.
+const KillBound = 10 * time.Second
+
+// Stop stops every process of the tree: SIGTERM, up to grace for them to go
+// (cut short when escalate is closed; a negative grace skips SIGTERM), then
+// SIGKILL. It returns when the tree is empty, or with an error once
+// killBound has passed after the SIGKILL.
+func Stop(tree Tree, grace, killBound time.Duration, escalate <-chan struct{}) error {
+	if grace >= 0 {
+		// A failed or unsupported SIGTERM is no reason not to kill.
+		if err := tree.Terminate(); err == nil && waitEmptyOrEscalate(tree, grace, escalate) {
+			return nil
+		}
+	}
+	kerr := tree.Kill()
+	if err := tree.WaitEmpty(killBound); err != nil {
+		return fmt.Errorf("tree not gone after SIGKILL: %w", errors.Join(kerr, err))
+	}
+	return nil
+}
+
+// waitEmptyOrEscalate waits up to d for the tree to empty, in short slices
+// so that an escalation is noticed promptly.
+func waitEmptyOrEscalate(tree Tree, d time.Duration, escalate <-chan struct{}) bool {
+	deadline := time.Now().Add(d)
+	for {
+		slice := time.Until(deadline)
+		if slice <= 0 {
+			return false
+		}
+		if slice > 50*time.Millisecond && escalate != nil {
+			slice = 50 * time.Millisecond
+		}
+		if tree.WaitEmpty(slice) == nil {
+			return true
+		}
+		select {
+		case <-escalate:
+			return false
+		default:
+		}
+	}
+}

@@ -140,23 +140,53 @@ func (t *pgroupTree) rootExited() bool {
 // the tree is such a child or a descendant of one (orphans come back to
 // the subreaper, setsid or not), so without one the tree is empty and no
 // scan of the process table is needed.
+//
+// A child that dies hands its own children to us before it becomes a
+// zombie, so a child seen dead may have brought a live one that an earlier
+// read of the list missed: the list is read until two reads agree.
 func hasLiveOrphans() bool {
-	kids, err := proc.Children(os.Getpid())
+	prev, err := proc.Children(os.Getpid())
 	if err != nil {
 		return true
 	}
-	for _, kid := range kids {
-		reaper.mu.Lock()
-		root := reaper.roots[kid]
-		reaper.mu.Unlock()
-		if root {
-			continue
+	for tries := 0; tries < 100; tries++ {
+		for _, kid := range prev {
+			reaper.mu.Lock()
+			root := reaper.roots[kid]
+			reaper.mu.Unlock()
+			if root {
+				continue
+			}
+			if st, err := proc.ReadStat(kid); err == nil && !st.Zombie() {
+				return true
+			}
 		}
-		if st, err := proc.ReadStat(kid); err == nil && !st.Zombie() {
+		next, err := proc.Children(os.Getpid())
+		if err != nil {
 			return true
 		}
+		if sameInts(prev, next) {
+			return false
+		}
+		prev = next
 	}
-	return false
+	return true
+}
+
+func sameInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[int]int{}
+	for _, x := range a {
+		seen[x]++
+	}
+	for _, x := range b {
+		if seen[x]--; seen[x] < 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (t *pgroupTree) Identity() Identity      { return t.ident }
