@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/testproc"
 )
 
 // helper returns a Cmd that runs a helper of this test binary.
@@ -145,12 +146,7 @@ func noneAliveAfterKill(t *testing.T, pid int) {
 
 func TestJobOnStartHoldsAndFails(t *testing.T) {
 	watchdog(t)
-	// Not t.TempDir: under Wine its cleanup fails ("Invalid function").
-	dir, err := os.MkdirTemp("", "corral-job-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := testproc.TempDir(t)
 	file := filepath.Join(dir, "ran")
 	c := helper("touch", file)
 	var ranAtHook bool

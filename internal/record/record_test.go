@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/corral-dev/corral/internal/testproc"
 )
 
 func TestWriteListRemove(t *testing.T) {
-	s := Store{Dir: t.TempDir()}
+	s := Store{Dir: testproc.TempDir(t)}
 	r := &Record{ID: "abc", OwnerPid: 1, Isolation: "cgroup", Pid: 5, Pgid: 5, StartTime: 9, Argv: []string{"sh"}}
 	if err := s.Write(r); err != nil {
 		t.Fatal(err)
@@ -37,7 +39,7 @@ func TestWriteListRemove(t *testing.T) {
 }
 
 func TestBadRecordsAreReportedNotRead(t *testing.T) {
-	s := Store{Dir: t.TempDir()}
+	s := Store{Dir: testproc.TempDir(t)}
 	if err := s.Write(&Record{ID: "../escape"}); !errors.Is(err, ErrBadRecord) {
 		t.Fatalf("bad id accepted: %v", err)
 	}
@@ -56,7 +58,7 @@ func TestBadRecordsAreReportedNotRead(t *testing.T) {
 }
 
 func TestStaleTempsRemoved(t *testing.T) {
-	s := Store{Dir: t.TempDir()}
+	s := Store{Dir: testproc.TempDir(t)}
 	old := filepath.Join(s.Dir, ".x.tmp-1")
 	fresh := filepath.Join(s.Dir, ".y.tmp-2")
 	os.WriteFile(old, []byte("{"), 0o600)

@@ -71,3 +71,16 @@ func killAll(kv string) {
 		}
 	}
 }
+
+// TempDir returns a new temporary directory removed at cleanup as far as
+// possible. Unlike t.TempDir, a failed removal does not fail the test: under
+// Wine, os.RemoveAll answers "Invalid function" for any directory.
+func TempDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "corral-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}

@@ -1,0 +1,29 @@
+// Package session keeps long-lived shells that run commands one after
+// another, so that cd and export persist between commands as they do in a
+// terminal, while every command gets its own output, exit status, outcome
+// and timings, like corral.Cmd.Run.
+//
+// A session's shell is a contained tree (cgroup or process group, as with
+// corral.Run). It reads its commands from a pipe of its own on descriptor 3,
+// never from its standard input, so a command that reads stdin gets the
+// caller's input or end of file and can neither see nor consume what comes
+// next. Completion is detected exactly: each command gets a fresh random
+// nonce; its status, with the shell's working directory, comes back on a
+// separate descriptor, and a marker with the nonce on stdout and stderr tells
+// where the command's output ends. Output containing anything at all,
+// binary output, output without a trailing newline, and no output work the
+// same.
+//
+// Cancelling a command (its context ends, its timeout passes, its output
+// limit is hit) resets the session: the whole session tree is stopped
+// (SIGTERM, grace, SIGKILL), the command's result carries the output
+// produced before the cut, and the next command starts a fresh shell in the
+// session's initial directory and environment: the working directory and
+// exported variables set by earlier commands are lost. A command that ends
+// the shell (exit, exec, set -e, or a syntax error in a POSIX shell such as
+// dash) gets the shell's exit status as its result and also resets the
+// session. Callers who cannot afford a reset use RunOnce, which runs one
+// command in a fresh contained shell.
+//
+// Sessions need a POSIX shell; on Windows, New returns ErrUnsupported.
+package session

@@ -1,0 +1,314 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corral-dev/corral"
+)
+
+// Config describes a session's shell.
+type Config struct {
+	// Shell is the shell to run; "" means the user's login shell ($SHELL)
+	// if it is bash, zsh, dash, ksh or sh, else /bin/sh.
+	Shell string
+	// Dir is the initial working directory; "" means this process's.
+	Dir string
+	// Env is the initial environment; nil means this process's.
+	Env []string
+	// Isolation selects the containment of the session tree.
+	Isolation corral.Isolation
+	// Grace is the time between SIGTERM and SIGKILL when the session is
+	// reset or closed; 0 means corral.DefaultGrace, negative kills at once.
+	Grace time.Duration
+	// Drain bounds how long output is read after a command has completed
+	// (its markers) or its shell has died; 0 means corral.DefaultDrain.
+	Drain time.Duration
+	// TrackEnv makes every command also report the shell's exported
+	// environment, so that State has it as of the last completed command
+	// (costs a few tens of microseconds per command).
+	TrackEnv bool
+}
+
+// Options are the settings of one command.
+type Options struct {
+	// Stdin is the command's input; nil means end of file at once.
+	Stdin io.Reader
+	// Stdout and Stderr receive the output as it is produced; nil discards.
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout bounds the command (0: none; ctx may also have a deadline).
+	Timeout time.Duration
+	// MaxOutput limits stdout+stderr in bytes (0: none).
+	MaxOutput int64
+}
+
+// State is what a session knows about its shell without running anything.
+type State struct {
+	// Cwd is the shell's working directory after the last completed
+	// command (its $PWD).
+	Cwd string
+	// Env is the shell's exported environment after the last completed
+	// command with Config.TrackEnv set (else the initial environment).
+	Env []string
+	// Busy reports whether a command is running now.
+	Busy bool
+	// Alive reports whether a shell is running (false before the first
+	// command, after a reset and after Close).
+	Alive bool
+	// Pid is the shell's pid, 0 if none.
+	Pid int
+	// Commands counts the commands run so far.
+	Commands uint64
+	// Resets counts the shells that were discarded.
+	Resets uint64
+}
+
+// Session is one long-lived shell. Its methods are safe for concurrent use;
+// commands run one at a time, in the order Exec was called.
+type Session struct {
+	cfg  Config
+	turn queue
+	dir  string // private directory for stdin FIFOs, 0700
+
+	// mu guards the fields that follow; it is never held while a command
+	// runs, so State and Closed never wait for one.
+	mu     sync.Mutex
+	sh     *shell
+	closed bool
+	busy   bool
+	state  State
+}
+
+// New prepares a session. The shell is started by the first command (or by
+// Start).
+func New(cfg Config) (*Session, error) {
+	if cfg.Shell == "" {
+		cfg.Shell = defaultShell()
+	}
+	if _, err := lookShell(cfg.Shell); err != nil {
+		return nil, err
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.Dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, fmt.Errorf("session: working directory: %w", err)
+		}
+		cfg.Dir = wd
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = corral.DefaultGrace
+	}
+	if cfg.Drain <= 0 {
+		cfg.Drain = corral.DefaultDrain
+	}
+	dir, err := os.MkdirTemp("", "corral-session-")
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
+	}
+	s := &Session{cfg: cfg, dir: dir}
+	s.state = State{Cwd: cfg.Dir, Env: append([]string(nil), cfg.Env...)}
+	return s, nil
+}
+
+// defaultShell is the login shell if it understands POSIX sh, else /bin/sh.
+func defaultShell() string {
+	if sh := os.Getenv("SHELL"); sh != "" {
+		switch filepath.Base(sh) {
+		case "bash", "zsh", "dash", "ksh", "mksh", "sh":
+			if _, err := lookShell(sh); err == nil {
+				return sh
+			}
+		}
+	}
+	return "/bin/sh"
+}
+
+// Start starts the shell now, if it is not running, so that the first
+// command does not pay for it.
+func (s *Session) Start(ctx context.Context) error {
+	release, err := s.turn.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	_, err = s.shellForCommand(ctx)
+	return err
+}
+
+// Exec runs code as shell code in the session's shell and returns its
+// result. Output streams to opts.Stdout and opts.Stderr as it arrives.
+//
+// The error is nil only if the command exited 0; otherwise it is a
+// *corral.RunError (errors.Is matches corral.ErrExitStatus, ErrTimeout,
+// ErrCancelled, ErrOutputLimit, ...), or ErrClosed, ErrBadCommand,
+// ErrSessionUnusable. A command still waiting for its turn when ctx ends
+// returns a cancelled or timeout result without having run.
+func (s *Session) Exec(ctx context.Context, code string, opts Options) (*corral.Result, error) {
+	if strings.IndexByte(code, 0) >= 0 {
+		return startFailed(fmt.Errorf("%w: NUL byte in command", ErrBadCommand))
+	}
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	release, err := s.turn.acquire(ctx)
+	if err != nil {
+		res := &corral.Result{ExitCode: -1, FirstOutput: -1, Outcome: ctxOutcome(ctx),
+			Error: "ended while waiting for its turn: nothing ran"}
+		return res, &corral.RunError{Result: res, Err: err}
+	}
+	defer release()
+	for attempt := 0; ; attempt++ {
+		sh, err := s.shellForCommand(ctx)
+		if err != nil {
+			return startFailed(err)
+		}
+		s.setBusy(true)
+		res, err := sh.exec(ctx, code, opts, s.dir)
+		s.setBusy(false)
+		s.afterCommand(sh, res)
+		if err == errUnusable {
+			s.discard(sh)
+			if attempt == 0 {
+				continue // the command did not run: once more on a fresh shell
+			}
+			return res, fmt.Errorf("session: %w", ErrSessionUnusable)
+		}
+		if sh.isDead() {
+			s.discard(sh)
+		}
+		return res, err
+	}
+}
+
+// shellForCommand returns the running shell, starting one if there is none.
+// Only the holder of the turn calls it.
+func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	sh := s.sh
+	s.mu.Unlock()
+	if sh != nil && !sh.isDead() {
+		return sh, nil
+	}
+	if sh != nil {
+		s.discard(sh)
+	}
+	sh, err := startShell(ctx, &s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		go sh.stop(s.cfg.Grace)
+		return nil, ErrClosed
+	}
+	s.sh = sh
+	s.state.Alive = true
+	s.state.Pid = sh.pid()
+	s.state.Cwd = s.cfg.Dir
+	s.state.Env = append([]string(nil), s.cfg.Env...)
+	return sh, nil
+}
+
+// discard stops a shell that is dead or must not be used again.
+func (s *Session) discard(sh *shell) {
+	s.mu.Lock()
+	if s.sh == sh {
+		s.sh = nil
+		s.state.Alive = false
+		s.state.Pid = 0
+		s.state.Resets++
+	}
+	s.mu.Unlock()
+	sh.stop(s.cfg.Grace)
+}
+
+func (s *Session) setBusy(b bool) {
+	s.mu.Lock()
+	s.busy = b
+	s.mu.Unlock()
+}
+
+func (s *Session) afterCommand(sh *shell, res *corral.Result) {
+	cwd, env, ok := sh.lastState()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res != nil && res.Outcome != corral.OutcomeStartFailed {
+		s.state.Commands++
+	}
+	if ok && s.sh == sh {
+		s.state.Cwd = cwd
+		if env != nil {
+			s.state.Env = env
+		}
+	}
+}
+
+// State reports what the session knows now. It never waits for a running
+// command.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state
+	st.Busy = s.busy
+	st.Env = append([]string(nil), s.state.Env...)
+	return st
+}
+
+// Closed reports whether Close was called. It never waits.
+func (s *Session) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close stops the session's shell and everything it started (grace, then
+// kill) and releases the session. A running command ends as cancelled;
+// commands waiting for their turn get ErrClosed.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sh := s.sh
+	s.sh = nil
+	s.state.Alive = false
+	s.state.Pid = 0
+	s.mu.Unlock()
+	var err error
+	if sh != nil {
+		err = sh.stop(s.cfg.Grace)
+	}
+	os.RemoveAll(s.dir)
+	return err
+}
+
+func startFailed(err error) (*corral.Result, error) {
+	res := &corral.Result{Outcome: corral.OutcomeStartFailed, ExitCode: -1, FirstOutput: -1, Error: err.Error()}
+	return res, &corral.RunError{Result: res, Err: err}
+}
+
+func ctxOutcome(ctx context.Context) corral.Outcome {
+	if ctx.Err() == context.DeadlineExceeded {
+		return corral.OutcomeTimeout
+	}
+	return corral.OutcomeCancelled
+}

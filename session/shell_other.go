@@ -1,0 +1,32 @@
+//go:build !unix
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/corral-dev/corral"
+)
+
+var errUnusable = errors.New("shell gone before the command was submitted")
+
+func lookShell(sh string) (string, error) {
+	return "", fmt.Errorf("session: %w", ErrUnsupported)
+}
+
+type shell struct{}
+
+func startShell(ctx context.Context, cfg *Config) (*shell, error) {
+	return nil, fmt.Errorf("session: %w", ErrUnsupported)
+}
+
+func (sh *shell) pid() int                            { return 0 }
+func (sh *shell) isDead() bool                        { return true }
+func (sh *shell) stop(grace time.Duration) error      { return nil }
+func (sh *shell) lastState() (string, []string, bool) { return "", nil, false }
+func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string) (*corral.Result, error) {
+	return startFailed(fmt.Errorf("session: %w", ErrUnsupported))
+}

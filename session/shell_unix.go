@@ -1,0 +1,516 @@
+//go:build unix
+
+package session
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/contain"
+)
+
+// errUnusable is returned by shell.exec when the shell was gone before the
+// command was handed to it.
+var errUnusable = errors.New("shell gone before the command was submitted")
+
+// testHookNonce, set by tests, sees each command's nonce.
+var testHookNonce func(nonce string)
+
+// startupBound bounds the wait for a new shell's first answer.
+const startupBound = 10 * time.Second
+
+func lookShell(sh string) (string, error) {
+	p, err := exec.LookPath(sh)
+	if err != nil {
+		return "", fmt.Errorf("session: shell %q: %w", sh, corral.ErrNotFound)
+	}
+	return p, nil
+}
+
+// shellArgv makes the shell read its commands from descriptor 3 and skip
+// every startup file (no rc noise, no prompt).
+func shellArgv(path string) []string {
+	switch filepath.Base(path) {
+	case "bash":
+		return []string{"bash", "--noprofile", "--norc", "/dev/fd/3"}
+	case "zsh":
+		return []string{"zsh", "-f", "/dev/fd/3"}
+	}
+	return []string{filepath.Base(path), "/dev/fd/3"}
+}
+
+// shell is one running shell process and the goroutines that read its
+// stdout, stderr and status descriptor.
+type shell struct {
+	cfg      *Config
+	tree     contain.Tree
+	ctl      *os.File    // our end of the shell's descriptor 3
+	status   *os.File    // our end of the shell's descriptor 4
+	streams  [2]*os.File // our ends of its stdout and stderr
+	eof      [2]chan struct{}
+	dead     atomic.Bool
+	stopOnce sync.Once
+	stopErr  error
+
+	// mu guards the fields that follow.
+	mu        sync.Mutex
+	cur       *sink // the running command's sink, nil between commands
+	cwd       string
+	env       []string
+	haveState bool
+}
+
+func startShell(ctx context.Context, cfg *Config) (*shell, error) {
+	path, err := lookShell(cfg.Shell)
+	if err != nil {
+		return nil, err
+	}
+	var pipes [4][2]*os.File // ctl, status, stdout, stderr: [read, write]
+	for i := range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closePipes(pipes[:i])
+			return nil, fmt.Errorf("session: %w", err)
+		}
+		pipes[i] = [2]*os.File{r, w}
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		closePipes(pipes[:])
+		return nil, err
+	}
+	iso := contain.Isolation(cfg.Isolation)
+	if iso == "" {
+		iso = contain.Auto
+	}
+	tree, err := contain.Start(iso, &contain.Spec{
+		Path:   path,
+		Argv:   shellArgv(path),
+		Env:    cfg.Env,
+		Dir:    cfg.Dir,
+		Files:  []*os.File{null, pipes[2][1], pipes[3][1], pipes[0][0], pipes[1][1]},
+		Marker: corral.MarkerEnv + "=" + newNonce(),
+	})
+	null.Close()
+	for _, f := range []*os.File{pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]} {
+		f.Close()
+	}
+	if err != nil {
+		for _, f := range []*os.File{pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]} {
+			f.Close()
+		}
+		return nil, fmt.Errorf("session: start %s: %w", cfg.Shell, err)
+	}
+	sh := &shell{
+		cfg: cfg, tree: tree, ctl: pipes[0][1], status: pipes[1][0],
+		streams: [2]*os.File{pipes[2][0], pipes[3][0]},
+		eof:     [2]chan struct{}{make(chan struct{}), make(chan struct{})},
+	}
+	go sh.readStream(0)
+	go sh.readStream(1)
+	go sh.readStatus()
+	if _, err := sh.ctl.Write([]byte(prelude)); err != nil {
+		sh.stop(-1)
+		return nil, fmt.Errorf("session: shell %s did not start: %w", cfg.Shell, err)
+	}
+	var errb bytes.Buffer
+	sctx, cancel := context.WithTimeout(ctx, startupBound)
+	defer cancel()
+	res, err := sh.exec(sctx, "", Options{Stderr: &limitedBuffer{b: &errb, max: 4096}}, "")
+	if err != nil {
+		sh.stop(-1)
+		return nil, fmt.Errorf("session: shell %s did not start (%s): %s", cfg.Shell, res.Outcome, strings.TrimSpace(errb.String()))
+	}
+	return sh, nil
+}
+
+func closePipes(ps [][2]*os.File) {
+	for _, p := range ps {
+		p[0].Close()
+		p[1].Close()
+	}
+}
+
+func (sh *shell) pid() int     { return sh.tree.Identity().Pid }
+func (sh *shell) isDead() bool { return sh.dead.Load() || sh.rootExited() }
+func (sh *shell) rootExited() bool {
+	select {
+	case <-sh.tree.Exited():
+		return true
+	default:
+		return false
+	}
+}
+
+func (sh *shell) lastState() (cwd string, env []string, ok bool) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.cwd, sh.env, sh.haveState
+}
+
+// readStream hands what the shell writes on stdout (i=0) or stderr (i=1)
+// to the running command's sink; output between commands is dropped.
+func (sh *shell) readStream(i int) {
+	defer close(sh.eof[i])
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := sh.streams[i].Read(buf)
+		if n > 0 {
+			at := time.Now()
+			sh.mu.Lock()
+			k := sh.cur
+			sh.mu.Unlock()
+			if k != nil {
+				k.feed(i, buf[:n], at)
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// readStatus reads the records the shell writes on descriptor 4:
+// "\037NONCE RC E PWD\0", followed when E is 1 by the output of export -p
+// and "\0".
+func (sh *shell) readStatus() {
+	r := bufio.NewReader(sh.status)
+	for {
+		head, err := r.ReadBytes(0)
+		if err != nil {
+			return
+		}
+		rec, ok := parseRecord(head)
+		if !ok {
+			continue
+		}
+		if rec.hasEnv {
+			body, err := r.ReadBytes(0)
+			if err != nil {
+				return
+			}
+			rec.env = parseExports(string(bytes.TrimSuffix(body, []byte{0})))
+		}
+		sh.mu.Lock()
+		k := sh.cur
+		if k != nil && k.nonce == rec.nonce {
+			sh.cwd, sh.haveState = rec.cwd, true
+			if rec.hasEnv {
+				sh.env = rec.env
+			}
+			select {
+			case k.status <- rec:
+			default:
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+func parseRecord(b []byte) (record, bool) {
+	if len(b) < 2 || b[0] != 0x1f {
+		return record{}, false
+	}
+	f := strings.SplitN(string(b[1:len(b)-1]), " ", 4)
+	if len(f) != 4 {
+		return record{}, false
+	}
+	rc, err := strconv.Atoi(f[1])
+	if err != nil {
+		return record{}, false
+	}
+	return record{nonce: f[0], rc: rc, hasEnv: f[2] == "1", cwd: f[3]}, true
+}
+
+// prelude is sent once to a new shell. It closes the inherited descriptor 3
+// (the shell reads its commands through its own close-on-exec copy), keeps
+// the real stdout and stderr on 5 and 6, and defines the two functions every
+// command line calls:
+//
+//   - __crun CODE [STDIN] runs CODE with eval in the shell itself (so cd and
+//     export stick), in a group whose redirections the shell undoes
+//     afterwards (so exec >&- in CODE cannot close the shell's own output),
+//     with stdin from STDIN or /dev/null and none of the descriptors 4-6;
+//   - __cdone NONCE [1] writes the status record ("\037NONCE RC E PWD\0",
+//     then export -p and "\0" when E is 1) on 4, then the marker with NONCE
+//     on stdout and on stderr.
+//
+// The status is printed outside __crun, so a return in CODE (which returns
+// from __crun) still gets one. Keeping the per-command line short matters:
+// bash reads commands from a pipe one byte per system call.
+const prelude = `exec 3<&- 5>&1 6>&2
+__crun() { __ccode=$1; __cin=${2:-/dev/null}; shift $#; { eval "$__ccode"; } <"$__cin" >&5 2>&6 4>&- 5>&- 6>&-; }
+__cdone() { printf '\037%s %d %s %s\000' "$1" "$?" "${2:-0}" "$PWD" >&4; if [ "${2:-0}" = 1 ]; then export -p >&4; printf '\000' >&4; fi; printf '\037corral:%s\037' "$1"; printf '\037corral:%s\037' "$1" >&2; }
+`
+
+// commandLine is the one line handed to the shell for a command.
+func commandLine(code, nonce, stdin string, trackEnv bool) string {
+	var b strings.Builder
+	b.Grow(len(code) + 64)
+	b.WriteString("__crun ")
+	b.WriteString(quote(code))
+	if stdin != "" {
+		b.WriteByte(' ')
+		b.WriteString(quote(stdin))
+	}
+	b.WriteString(";__cdone ")
+	b.WriteString(nonce)
+	if trackEnv {
+		b.WriteString(" 1")
+	}
+	b.WriteByte('\n')
+	return b.String()
+}
+
+// quote makes s one single-quoted shell word.
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// newNonce returns 64 random bits in hex: a command cannot guess the nonce
+// that ends it, and output cannot contain it by chance.
+func newNonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// exec runs one command. dir is the directory for a stdin FIFO ("" only for
+// the startup command, which has no stdin).
+func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string) (*corral.Result, error) {
+	ident := sh.tree.Identity()
+	res := &corral.Result{ExitCode: -1, FirstOutput: -1, Isolation: string(ident.Isolation),
+		Pid: ident.Pid, Pgid: ident.Pgid, Cgroup: ident.Cgroup}
+	if sh.isDead() {
+		res.Outcome = corral.OutcomeStartFailed
+		res.Error = "the session's shell was gone before the command was submitted"
+		return res, errUnusable
+	}
+	nonce := newNonce()
+	if testHookNonce != nil {
+		testHookNonce(nonce)
+	}
+	res.StartedAt = time.Now()
+	k := newSink(nonce, res.StartedAt, opts)
+	stdin := ""
+	var in *fifo
+	if opts.Stdin != nil {
+		var err error
+		if in, err = newFifo(filepath.Join(dir, "in-"+nonce), opts.Stdin); err != nil {
+			return startFailedResult(res, err)
+		}
+		stdin = in.path
+	}
+	sh.mu.Lock()
+	sh.cur = k
+	sh.mu.Unlock()
+	finish := func() {
+		sh.mu.Lock()
+		sh.cur = nil
+		sh.mu.Unlock()
+		k.close()
+		if in != nil {
+			in.close()
+		}
+		res.EndedAt = time.Now()
+		res.Duration = res.EndedAt.Sub(res.StartedAt)
+		res.FirstOutput = k.firstOutput()
+		res.StdoutBytes, res.StderrBytes = k.n[0].Load(), k.n[1].Load()
+		if werr := k.writeErr(); werr != nil {
+			res.OutputError = werr.Error()
+		}
+	}
+	if _, err := sh.ctl.Write([]byte(commandLine(code, nonce, stdin, sh.cfg.TrackEnv))); err != nil {
+		// Nothing of the command reached the shell: it is gone.
+		sh.dead.Store(true)
+		finish()
+		res.Outcome = corral.OutcomeStartFailed
+		res.Error = "the session's shell was gone before the command was submitted"
+		return res, errUnusable
+	}
+
+	var rec record
+	var stopped corral.Outcome
+	died := false
+	select {
+	case rec = <-k.status:
+	case <-sh.tree.Exited():
+		died = true
+	case <-ctx.Done():
+		stopped = ctxOutcome(ctx)
+	case <-k.limitHit:
+		stopped = corral.OutcomeOutputLimit
+	}
+	if !died && stopped == "" {
+		// The status came first; a marker on each stream says where the
+		// command's output ends.
+		if !k.waitMarkers(sh.cfg.Drain, sh.tree.Exited()) {
+			sh.dead.Store(true)
+			res.Error = "the command left the shell's stdout or stderr unusable; the session restarts"
+		}
+		select {
+		case <-k.limitHit:
+			stopped = corral.OutcomeOutputLimit
+		default:
+		}
+	}
+	var lifecycle error
+	switch {
+	case stopped != "":
+		grace := sh.cfg.Grace
+		if stopped == corral.OutcomeOutputLimit {
+			grace = -1
+		}
+		lifecycle = sh.stop(grace)
+		res.Outcome = stopped
+		if st := sh.tree.Status(); st.Signal != 0 {
+			res.Signal = st.Signal
+		}
+	case died:
+		lifecycle = sh.stop(sh.cfg.Grace)
+		st := sh.tree.Status()
+		if st.Signal != 0 {
+			res.Outcome, res.Signal = corral.OutcomeSignaled, st.Signal
+		} else {
+			res.Outcome, res.ExitCode = corral.OutcomeExited, st.Code
+		}
+		res.Error = joinErr(res.Error, "the shell exited; the session restarts")
+	default:
+		res.Outcome, res.ExitCode = corral.OutcomeExited, rec.rc
+	}
+	finish()
+	if lifecycle != nil {
+		res.KillFailed = errors.Is(lifecycle, errKillFailed)
+		res.DrainCutOff = errors.Is(lifecycle, corral.ErrDrainCutOff)
+		res.Error = joinErr(res.Error, lifecycle.Error())
+	}
+	if res.Outcome == corral.OutcomeExited && res.ExitCode == 0 && lifecycle == nil {
+		return res, nil
+	}
+	var cause error
+	if stopped == corral.OutcomeTimeout || stopped == corral.OutcomeCancelled {
+		cause = context.Cause(ctx)
+	}
+	return res, &corral.RunError{Result: res, Err: errors.Join(cause, lifecycle)}
+}
+
+var errKillFailed = corral.ErrKillFailed
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func startFailedResult(res *corral.Result, err error) (*corral.Result, error) {
+	res.Outcome = corral.OutcomeStartFailed
+	res.Error = err.Error()
+	return res, &corral.RunError{Result: res, Err: err}
+}
+
+// stop ends the shell and its whole tree (grace, then kill), waits up to
+// the drain bound for the output pipes to close, and releases everything.
+// Only the first call does anything.
+func (sh *shell) stop(grace time.Duration) error {
+	sh.stopOnce.Do(func() {
+		sh.dead.Store(true)
+		var errs []error
+		if err := contain.Stop(sh.tree, grace, contain.KillBound, nil); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", errKillFailed, err))
+		}
+		sh.ctl.Close()
+		drain := time.NewTimer(sh.cfg.Drain)
+		cut := false
+		for i := range sh.eof {
+			if cut {
+				break
+			}
+			select {
+			case <-sh.eof[i]:
+			case <-drain.C:
+				cut = true
+				errs = append(errs, corral.ErrDrainCutOff)
+			}
+		}
+		drain.Stop()
+		for i, f := range sh.streams {
+			f.SetReadDeadline(time.Now())
+			<-sh.eof[i]
+			f.Close()
+		}
+		sh.status.Close()
+		if err := sh.tree.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		sh.stopErr = errors.Join(errs...)
+	})
+	return sh.stopErr
+}
+
+// limitedBuffer keeps the first max bytes written to it.
+type limitedBuffer struct {
+	b   *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// fifo feeds a command's stdin through a named pipe in the session's
+// private directory.
+type fifo struct {
+	path string
+	done chan struct{}
+}
+
+func newFifo(path string, r io.Reader) (*fifo, error) {
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		return nil, fmt.Errorf("session: stdin fifo: %w", err)
+	}
+	f := &fifo{path: path, done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		w, err := os.OpenFile(path, os.O_WRONLY, 0) // waits for the shell to open it
+		if err != nil {
+			return
+		}
+		io.Copy(w, r) // EPIPE when the command stops reading is not its failure
+		w.Close()
+	}()
+	return f, nil
+}
+
+// close releases the writer if the shell never opened the FIFO (the command
+// was cancelled before its redirection) and removes it. The copy from the
+// caller's reader may go on until that reader returns.
+func (f *fifo) close() {
+	select {
+	case <-f.done:
+	default:
+		if r, err := os.OpenFile(f.path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			r.Close()
+		}
+	}
+	os.Remove(f.path)
+}
