@@ -268,6 +268,35 @@ func TestGracefulStopOfAForkingTree(t *testing.T) {
 	})
 }
 
+// cancelOnWrite cancels a context on the first write.
+type cancelOnWrite struct {
+	cancel context.CancelFunc
+}
+
+func (w cancelOnWrite) Write(p []byte) (int, error) {
+	w.cancel()
+	return len(p), nil
+}
+
+func TestCancelDuringAFork(t *testing.T) {
+	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
+		// The cancel arrives while the shell forks sleep: a child whose
+		// fork was in flight when its parent got SIGTERM must get SIGTERM
+		// too, not wait out the grace period for SIGKILL.
+		for i := 0; i < 40; i++ {
+			ctx, cancel := context.WithCancel(context.Background())
+			c := sh(iso, mark, "echo up; sleep 60")
+			c.Stdout = cancelOnWrite{cancel}
+			c.Grace = 20 * time.Second
+			start := time.Now()
+			r, _ := c.Run(ctx)
+			if el := time.Since(start); el > 5*time.Second || r.Outcome != corral.OutcomeCancelled || r.Signal == int(syscall.SIGKILL) {
+				t.Fatalf("run %d: %+v after %v: a process waited for the SIGKILL", i, r, el)
+			}
+		}
+	})
+}
+
 func TestCancelledBeforeStart(t *testing.T) {
 	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
 		dir := t.TempDir()

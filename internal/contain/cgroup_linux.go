@@ -123,6 +123,9 @@ type cgroupTree struct {
 	ident Identity
 	dir   string
 	root  *root
+	// termed holds the pids sent SIGTERM, so that a later Terminate
+	// signals only processes that appeared since.
+	termed map[int]bool
 }
 
 func startCgroup(spec *Spec) (Tree, error) {
@@ -149,7 +152,7 @@ func startCgroup(spec *Spec) (Tree, error) {
 		os.Remove(dir)
 		return nil, err
 	}
-	return &cgroupTree{ident: ident, dir: dir, root: r}, nil
+	return &cgroupTree{ident: ident, dir: dir, root: r, termed: map[int]bool{}}, nil
 }
 
 func (t *cgroupTree) Identity() Identity      { return t.ident }
@@ -158,10 +161,9 @@ func (t *cgroupTree) Status() Status          { return t.root.status }
 
 func (t *cgroupTree) Members() ([]int, error) { return cgroupProcs(t.dir) }
 
-// Terminate freezes the cgroup so nothing can fork or exit while the list of
-// members is read, sends each one SIGTERM through a verified pidfd, and thaws.
+// Terminate sends SIGTERM to every member not sent one before.
 func (t *cgroupTree) Terminate() error {
-	return terminateCgroup(t.dir)
+	return terminateCgroup(t.dir, t.termed)
 }
 
 func (t *cgroupTree) Kill() error { return killCgroup(t.dir) }
@@ -241,8 +243,12 @@ func killCgroup(dir string) error {
 // because each signal to a frozen task makes it leave and re-enter the
 // frozen state, which costs about 0.4 ms per process on the kernels
 // measured (cgroup.events is updated on both transitions).
-func terminateCgroup(dir string) error {
-	done := map[int]bool{}
+//
+// Even so, a child whose fork was past the kernel's last signal check when
+// its parent got SIGTERM can appear after the rounds have ended; callers
+// therefore call it again while they wait (contain.Stop does), and done
+// keeps each process from being signalled twice.
+func terminateCgroup(dir string, done map[int]bool) error {
 	var errs []error
 	for round := 0; round < 4; round++ {
 		n, err := signalNew(dir, unix.SIGTERM, done)

@@ -179,12 +179,14 @@ const KillBound = 10 * time.Second
 
 // Stop stops every process of the tree: SIGTERM, up to grace for them to go
 // (cut short when escalate is closed; a negative grace skips SIGTERM), then
-// SIGKILL. It returns when the tree is empty, or with an error once
+// SIGKILL. While it waits it calls Terminate again, which signals processes
+// that appeared since (a child whose fork was in flight when its parent got
+// SIGTERM). It returns when the tree is empty, or with an error once
 // killBound has passed after the SIGKILL.
 func Stop(tree Tree, grace, killBound time.Duration, escalate <-chan struct{}) error {
 	if grace >= 0 {
 		// A failed or unsupported SIGTERM is no reason not to kill.
-		if err := tree.Terminate(); err == nil && waitEmptyOrEscalate(tree, grace, escalate) {
+		if err := tree.Terminate(); err == nil && waitTerminated(tree, grace, escalate) {
 			return nil
 		}
 	}
@@ -195,19 +197,17 @@ func Stop(tree Tree, grace, killBound time.Duration, escalate <-chan struct{}) e
 	return nil
 }
 
-// waitEmptyOrEscalate waits up to d for the tree to empty, in short slices
-// so that an escalation is noticed promptly.
-func waitEmptyOrEscalate(tree Tree, d time.Duration, escalate <-chan struct{}) bool {
+// waitTerminated waits up to d for the tree to empty, in short slices,
+// signalling newcomers between them and noticing an escalation promptly.
+func waitTerminated(tree Tree, d time.Duration, escalate <-chan struct{}) bool {
 	deadline := time.Now().Add(d)
+	slice := 5 * time.Millisecond
 	for {
-		slice := time.Until(deadline)
-		if slice <= 0 {
+		left := time.Until(deadline)
+		if left <= 0 {
 			return false
 		}
-		if slice > 50*time.Millisecond && escalate != nil {
-			slice = 50 * time.Millisecond
-		}
-		if tree.WaitEmpty(slice) == nil {
+		if tree.WaitEmpty(min(slice, left)) == nil {
 			return true
 		}
 		select {
@@ -215,5 +215,7 @@ func waitEmptyOrEscalate(tree Tree, d time.Duration, escalate <-chan struct{}) b
 			return false
 		default:
 		}
+		tree.Terminate()
+		slice = min(2*slice, 50*time.Millisecond)
 	}
 }

@@ -77,6 +77,7 @@ type bsdTree struct {
 	exited chan struct{}
 	status Status
 	reaped bool
+	termed bool
 }
 
 // watchExit closes exited when the root exits, leaving it a zombie.
@@ -146,8 +147,16 @@ func (t *bsdTree) signal(sig unix.Signal) error {
 	return nil
 }
 
-func (t *bsdTree) Terminate() error { return t.signal(unix.SIGTERM) }
-func (t *bsdTree) Kill() error      { return t.signal(unix.SIGKILL) }
+// Terminate signals the group once; the group cannot be listed to find
+// what appeared since.
+func (t *bsdTree) Terminate() error {
+	if t.termed {
+		return nil
+	}
+	t.termed = true
+	return t.signal(unix.SIGTERM)
+}
+func (t *bsdTree) Kill() error { return t.signal(unix.SIGKILL) }
 
 func (t *bsdTree) Members() ([]int, error) {
 	pids, err := groupMembers(t.ident.Pgid)

@@ -93,6 +93,9 @@ type pgroupTree struct {
 	self     int
 	released map[int]uint64
 	closed   bool
+	// termed holds the members sent SIGTERM, so that a later Terminate
+	// signals only processes that appeared since.
+	termed map[member]bool
 }
 
 func startPgroup(spec *Spec) (Tree, error) {
@@ -113,7 +116,7 @@ func startPgroup(spec *Spec) (Tree, error) {
 		}
 		return nil, err
 	}
-	t = &pgroupTree{ident: ident, root: r, self: os.Getpid(), released: map[int]uint64{}}
+	t = &pgroupTree{ident: ident, root: r, self: os.Getpid(), released: map[int]uint64{}, termed: map[member]bool{}}
 	return t, nil
 }
 
@@ -314,9 +317,30 @@ func (t *pgroupTree) signalAll(sig unix.Signal) (int, error) {
 	return len(ms), errors.Join(errs...)
 }
 
+// Terminate sends SIGTERM to the group (the first time) and to every
+// member not sent one before.
 func (t *pgroupTree) Terminate() error {
-	_, err := t.signalAll(unix.SIGTERM)
-	return err
+	var errs []error
+	if len(t.termed) == 0 && !t.closed {
+		if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("signal group %d: %w", t.ident.Pgid, err))
+		}
+	}
+	ms, err := t.scan()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var fresh []member
+	for _, m := range ms {
+		if !t.termed[m] {
+			t.termed[m] = true
+			fresh = append(fresh, m)
+		}
+	}
+	if err := signalMembers(fresh, unix.SIGTERM); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // Kill sends SIGKILL in rounds until a scan finds no member: a process
