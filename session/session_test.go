@@ -112,10 +112,13 @@ func TestExactCompletion(t *testing.T) {
 		defer func() { testHookNonce = nil }()
 		mustRun(t, s, "true")
 		prev := nonces[len(nonces)-1]
-		fake := "\x1fcorral:" + prev + "\x1f"
-		// The previous command's marker in the output is just output.
-		if got := mustRun(t, s, `printf '\037corral:`+prev+`\037'; printf '\037corral:`+prev+`\037' >&2`); got != fake {
-			t.Fatalf("output with the previous nonce: %q", got)
+		// The previous command's whole markers in the output are just
+		// output.
+		fakeOut := "\x1fcorral:" + prev + " 0 /tmp\x00"
+		fakeErr := "\x1fcorral:" + prev + " 0\x1f"
+		out, errs, r, err := run(t, s, `printf '\037corral:`+prev+` 0 /tmp\000'; printf '\037corral:`+prev+` 0\037' >&2; (exit 4)`)
+		if out != fakeOut || errs != fakeErr || r.ExitCode != 4 || err == nil {
+			t.Fatalf("output with the previous nonce: %q %q %+v", out, errs, r)
 		}
 		for code, want := range map[string]string{
 			"printf 'no newline'":               "no newline",
@@ -131,7 +134,7 @@ func TestExactCompletion(t *testing.T) {
 			}
 		}
 		// An unterminated heredoc ends with its command, not the session.
-		out, _, r, _ := run(t, s, "cat <<EOF\nno end")
+		out, _, r, _ = run(t, s, "cat <<EOF\nno end")
 		if r.Outcome != corral.OutcomeExited || !strings.Contains(out, "no end") {
 			t.Fatalf("unterminated heredoc: %+v %q", r, out)
 		}

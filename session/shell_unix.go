@@ -3,18 +3,16 @@
 package session
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -56,12 +54,11 @@ func shellArgv(path string) []string {
 }
 
 // shell is one running shell process and the goroutines that read its
-// stdout, stderr and status descriptor.
+// stdout and stderr.
 type shell struct {
 	cfg      *Config
 	tree     contain.Tree
 	ctl      *os.File    // our end of the shell's descriptor 3
-	status   *os.File    // our end of the shell's descriptor 4
 	streams  [2]*os.File // our ends of its stdout and stderr
 	eof      [2]chan struct{}
 	dead     atomic.Bool
@@ -81,7 +78,7 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pipes [4][2]*os.File // ctl, status, stdout, stderr: [read, write]
+	var pipes [3][2]*os.File // ctl, stdout, stderr: [read, write]
 	for i := range pipes {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -104,27 +101,26 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 		Argv:   shellArgv(path),
 		Env:    cfg.Env,
 		Dir:    cfg.Dir,
-		Files:  []*os.File{null, pipes[2][1], pipes[3][1], pipes[0][0], pipes[1][1]},
+		Files:  []*os.File{null, pipes[1][1], pipes[2][1], pipes[0][0]},
 		Marker: corral.MarkerEnv + "=" + newNonce(),
 	})
 	null.Close()
-	for _, f := range []*os.File{pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]} {
+	for _, f := range []*os.File{pipes[0][0], pipes[1][1], pipes[2][1]} {
 		f.Close()
 	}
 	if err != nil {
-		for _, f := range []*os.File{pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]} {
+		for _, f := range []*os.File{pipes[0][1], pipes[1][0], pipes[2][0]} {
 			f.Close()
 		}
 		return nil, fmt.Errorf("session: start %s: %w", cfg.Shell, err)
 	}
 	sh := &shell{
-		cfg: cfg, tree: tree, ctl: pipes[0][1], status: pipes[1][0],
-		streams: [2]*os.File{pipes[2][0], pipes[3][0]},
+		cfg: cfg, tree: tree, ctl: pipes[0][1],
+		streams: [2]*os.File{pipes[1][0], pipes[2][0]},
 		eof:     [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 	}
 	go sh.readStream(0)
 	go sh.readStream(1)
-	go sh.readStatus()
 	if _, err := sh.ctl.Write([]byte(prelude)); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: shell %s did not start: %w", cfg.Shell, err)
@@ -186,95 +182,45 @@ func (sh *shell) readStream(i int) {
 	}
 }
 
-// readStatus reads the records the shell writes on descriptor 4:
-// "\037NONCE RC E PWD\0", followed when E is 1 by the output of export -p
-// and "\0".
-func (sh *shell) readStatus() {
-	r := bufio.NewReader(sh.status)
-	for {
-		head, err := r.ReadBytes(0)
-		if err != nil {
-			return
-		}
-		rec, ok := parseRecord(head)
-		if !ok {
-			continue
-		}
-		if rec.hasEnv {
-			body, err := r.ReadBytes(0)
-			if err != nil {
-				return
-			}
-			rec.env = parseExports(string(bytes.TrimSuffix(body, []byte{0})))
-		}
-		sh.mu.Lock()
-		k := sh.cur
-		if k != nil && k.nonce == rec.nonce {
-			sh.cwd, sh.haveState = rec.cwd, true
-			if rec.hasEnv {
-				sh.env = rec.env
-			}
-			select {
-			case k.status <- rec:
-			default:
-			}
-		}
-		sh.mu.Unlock()
-	}
-}
-
-func parseRecord(b []byte) (record, bool) {
-	if len(b) < 2 || b[0] != 0x1f {
-		return record{}, false
-	}
-	f := strings.SplitN(string(b[1:len(b)-1]), " ", 4)
-	if len(f) != 4 {
-		return record{}, false
-	}
-	rc, err := strconv.Atoi(f[1])
-	if err != nil {
-		return record{}, false
-	}
-	return record{nonce: f[0], rc: rc, hasEnv: f[2] == "1", cwd: f[3]}, true
-}
-
 // prelude is sent once to a new shell. It closes the inherited descriptor 3
-// (the shell reads its commands through its own close-on-exec copy), keeps
-// the real stdout and stderr on 5 and 6, and defines the two functions every
-// command line calls:
+// (the shell reads its commands through its own close-on-exec copy), so no
+// command can read or write the control channel, and defines the function
+// every command line ends with:
 //
-//   - __crun CODE [STDIN] runs CODE with eval in the shell itself (so cd and
-//     export stick), in a group whose redirections the shell undoes
-//     afterwards (so exec >&- in CODE cannot close the shell's own output),
-//     with stdin from STDIN or /dev/null and none of the descriptors 4-6;
-//   - __cdone NONCE [1] writes the status record ("\037NONCE RC E PWD\0",
-//     then export -p and "\0" when E is 1) on 4, then the marker with NONCE
-//     on stdout and on stderr.
+//	__c NONCE RC [1]
 //
-// The status is printed outside __crun, so a return in CODE (which returns
-// from __crun) still gets one. Keeping the per-command line short matters:
-// bash reads commands from a pipe one byte per system call.
-const prelude = `exec 3<&- 5>&1 6>&2
-__crun() { __ccode=$1; __cin=${2:-/dev/null}; shift $#; { eval "$__ccode"; } <"$__cin" >&5 2>&6 4>&- 5>&- 6>&-; }
-__cdone() { printf '\037%s %d %s %s\000' "$1" "$?" "${2:-0}" "$PWD" >&4; if [ "${2:-0}" = 1 ]; then export -p >&4; printf '\000' >&4; fi; printf '\037corral:%s\037' "$1"; printf '\037corral:%s\037' "$1" >&2; }
+// which writes "\037corral:NONCE RC PWD\0" on stdout (followed, with 1, by
+// the output of export -p and "\0") and "\037corral:NONCE RC\037" on
+// stderr. The nonce marks where the command's output ends on each stream;
+// the exit status is on both, so a command that closed one of them still
+// has a known status.
+//
+// A command line is "eval 'CODE';__c NONCE $?" (with " <'FIFO'" after the
+// code when it has stdin): eval runs the code in the shell itself (so cd and
+// export stick), and nothing the code contains (a heredoc, a quote, a
+// syntax error) can reach past its single-quoted word. The line is short on
+// purpose: bash reads commands from a pipe one byte per system call.
+const prelude = `exec 3<&-
+__c() { printf '\037corral:%s %d %s\000' "$1" "$2" "$PWD"; if [ "$3" = 1 ]; then export -p; printf '\000'; fi; printf '\037corral:%s %d\037' "$1" "$2" >&2; }
 `
 
 // commandLine is the one line handed to the shell for a command.
 func commandLine(code, nonce, stdin string, trackEnv bool) string {
 	var b strings.Builder
-	b.Grow(len(code) + 64)
-	b.WriteString("__crun ")
+	b.Grow(len(code) + 48)
+	b.WriteString("eval ")
 	b.WriteString(quote(code))
 	if stdin != "" {
-		b.WriteByte(' ')
+		b.WriteString(" <")
 		b.WriteString(quote(stdin))
 	}
-	b.WriteString(";__cdone ")
+	b.WriteString(";__c ")
 	b.WriteString(nonce)
 	if trackEnv {
-		b.WriteString(" 1")
+		b.WriteString(" $? 1\n")
+	} else {
+		b.WriteString(" $?\n")
 	}
-	b.WriteByte('\n')
 	return b.String()
 }
 
@@ -283,12 +229,13 @@ func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// newNonce returns 64 random bits in hex: a command cannot guess the nonce
-// that ends it, and output cannot contain it by chance.
+// newNonce returns 72 random bits as 12 base64url characters (safe
+// unquoted in a shell word): a command cannot guess the nonce that ends it,
+// and output cannot contain it by chance.
 func newNonce() string {
-	var b [8]byte
+	var b [9]byte
 	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 // exec runs one command. dir is the directory for a stdin FIFO ("" only for
@@ -307,7 +254,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		testHookNonce(nonce)
 	}
 	res.StartedAt = time.Now()
-	k := newSink(nonce, res.StartedAt, opts)
+	k := newSink(nonce, res.StartedAt, opts, sh.cfg.TrackEnv)
 	stdin := ""
 	var in *fifo
 	if opts.Stdin != nil {
@@ -345,11 +292,11 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		return res, errUnusable
 	}
 
-	var rec record
 	var stopped corral.Outcome
 	died := false
 	select {
-	case rec = <-k.status:
+	case <-k.found[0]:
+	case <-k.found[1]:
 	case <-sh.tree.Exited():
 		died = true
 	case <-ctx.Done():
@@ -358,11 +305,11 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		stopped = corral.OutcomeOutputLimit
 	}
 	if !died && stopped == "" {
-		// The status came first; a marker on each stream says where the
-		// command's output ends.
-		if !k.waitMarkers(sh.cfg.Drain, sh.tree.Exited()) {
+		// One marker is in; the other tells where the rest of the
+		// command's output ends on its stream.
+		if !k.waitMarkers(sh.cfg.Drain) {
 			sh.dead.Store(true)
-			res.Error = "the command left the shell's stdout or stderr unusable; the session restarts"
+			res.Error = "the command closed the shell's stdout or stderr; the session restarts"
 		}
 		select {
 		case <-k.limitHit:
@@ -392,9 +339,17 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		res.Error = joinErr(res.Error, "the shell exited; the session restarts")
 	default:
-		res.Outcome, res.ExitCode = corral.OutcomeExited, rec.rc
+		res.Outcome, res.ExitCode = corral.OutcomeExited, k.exitCode()
 	}
 	finish()
+	if cwd, env, ok := k.shellState(); ok {
+		sh.mu.Lock()
+		sh.cwd, sh.haveState = cwd, true
+		if env != nil {
+			sh.env = env
+		}
+		sh.mu.Unlock()
+	}
 	if lifecycle != nil {
 		res.KillFailed = errors.Is(lifecycle, errKillFailed)
 		res.DrainCutOff = errors.Is(lifecycle, corral.ErrDrainCutOff)
@@ -455,7 +410,6 @@ func (sh *shell) stop(grace time.Duration) error {
 			<-sh.eof[i]
 			f.Close()
 		}
-		sh.status.Close()
 		if err := sh.tree.Close(); err != nil {
 			errs = append(errs, err)
 		}

@@ -3,54 +3,61 @@ package session
 import (
 	"bytes"
 	"io"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// record is a command's completion as the shell reported it.
-type record struct {
-	nonce  string
-	rc     int
-	cwd    string
-	hasEnv bool
-	env    []string
-}
-
 // sink receives one command's output from the shell's stdout and stderr:
 // it passes it to the caller's writers, counts and times it, enforces the
-// output limit, and finds the marker with the command's nonce that ends it
-// on each stream. Bytes after a marker belong to no command.
+// output limit, and finds the marker that ends it on each stream: the
+// prefix "\037corral:NONCE " and a trailer, "RC PWD\0" (plus the exported
+// environment and "\0" when tracked) on stdout, "RC\037" on stderr. Bytes
+// after a marker belong to no command.
 type sink struct {
-	nonce    string
-	marker   []byte
+	prefix   []byte
+	trackEnv bool
 	start    time.Time
 	limit    int64
-	status   chan record // the completion record, from the status reader
 	limitHit chan struct{}
-	found    [2]chan struct{} // closed when the marker is seen on stream i
+	found    [2]chan struct{} // closed when stream i's marker is complete
 	n        [2]atomic.Int64
 	first    atomic.Int64 // time of first output since start, plus one
 
 	// mu guards the fields that follow, and serialises writes to w.
 	mu      sync.Mutex
 	w       [2]io.Writer
-	carry   [2][]byte // a tail that may be the start of a marker
+	carry   [2][]byte // a tail that may be the start of the prefix
 	carryAt [2]time.Time
-	done    [2]bool
+	trailer [2][]byte // bytes after the prefix, until the terminator
+	state   [2]int    // searching, trailer, done
+	rc      [2]int
+	haveRC  [2]bool
+	cwd     string
+	env     []string
+	haveCwd bool
 	total   int64
 	hit     bool
 	closed  bool
 	werr    error
 }
 
-func newSink(nonce string, start time.Time, opts Options) *sink {
+const (
+	searching = iota
+	inTrailer
+	done
+)
+
+// maxTrailer bounds a trailer (the exported environment is the large part).
+const maxTrailer = 16 << 20
+
+func newSink(nonce string, start time.Time, opts Options, trackEnv bool) *sink {
 	return &sink{
-		nonce:    nonce,
-		marker:   []byte("\x1fcorral:" + nonce + "\x1f"),
+		prefix:   []byte("\x1fcorral:" + nonce + " "),
+		trackEnv: trackEnv,
 		start:    start,
 		limit:    opts.MaxOutput,
-		status:   make(chan record, 1),
 		limitHit: make(chan struct{}),
 		found:    [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 		w:        [2]io.Writer{opts.Stdout, opts.Stderr},
@@ -61,7 +68,11 @@ func newSink(nonce string, start time.Time, opts Options) *sink {
 func (k *sink) feed(i int, b []byte, at time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.closed || k.done[i] {
+	switch {
+	case k.closed || k.state[i] == done:
+		return
+	case k.state[i] == inTrailer:
+		k.collect(i, b)
 		return
 	}
 	data := b
@@ -71,16 +82,16 @@ func (k *sink) feed(i int, b []byte, at time.Time) {
 		dataAt = k.carryAt[i]
 		k.carry[i] = nil
 	}
-	if idx := bytes.Index(data, k.marker); idx >= 0 {
+	if idx := bytes.Index(data, k.prefix); idx >= 0 {
 		k.emit(i, data[:idx], dataAt)
-		k.done[i] = true
-		close(k.found[i])
+		k.state[i] = inTrailer
+		k.collect(i, data[idx+len(k.prefix):])
 		return
 	}
-	// Hold back a tail that could be the start of a marker split across
-	// two reads.
-	keep := min(len(k.marker)-1, len(data))
-	for keep > 0 && !bytes.HasPrefix(k.marker, data[len(data)-keep:]) {
+	// Hold back a tail that could be the start of the prefix, split
+	// across two reads.
+	keep := min(len(k.prefix)-1, len(data))
+	for keep > 0 && !bytes.HasPrefix(k.prefix, data[len(data)-keep:]) {
 		keep--
 	}
 	k.emit(i, data[:len(data)-keep], dataAt)
@@ -88,6 +99,85 @@ func (k *sink) feed(i int, b []byte, at time.Time) {
 		k.carry[i] = append([]byte(nil), data[len(data)-keep:]...)
 		k.carryAt[i] = at
 	}
+}
+
+// collect gathers stream i's trailer and, once it is complete, parses it
+// and closes found[i]. What follows the trailer is dropped.
+func (k *sink) collect(i int, b []byte) {
+	k.trailer[i] = append(k.trailer[i], b...)
+	t := k.trailer[i]
+	var body []byte
+	if i == 0 {
+		need := 1
+		if k.trackEnv {
+			need = 2
+		}
+		end := -1
+		for n, off := 0, 0; n < need; n++ {
+			j := bytes.IndexByte(t[off:], 0)
+			if j < 0 {
+				end = -1
+				break
+			}
+			end = off + j
+			off = end + 1
+		}
+		if end < 0 {
+			if len(t) > maxTrailer {
+				k.finish(i) // garbage: give up on this stream's state
+			}
+			return
+		}
+		body = t[:end]
+		head, rest, _ := bytes.Cut(body, []byte{0})
+		rcs, cwd, _ := bytes.Cut(head, []byte{' '})
+		if rc, err := strconv.Atoi(string(rcs)); err == nil {
+			k.rc[0], k.haveRC[0] = rc, true
+			k.cwd, k.haveCwd = string(cwd), true
+		}
+		if k.trackEnv {
+			k.env = parseExports(string(rest))
+		}
+	} else {
+		j := bytes.IndexByte(t, 0x1f)
+		if j < 0 {
+			if len(t) > maxTrailer {
+				k.finish(i)
+			}
+			return
+		}
+		if rc, err := strconv.Atoi(string(t[:j])); err == nil {
+			k.rc[1], k.haveRC[1] = rc, true
+		}
+	}
+	k.finish(i)
+}
+
+func (k *sink) finish(i int) {
+	k.state[i] = done
+	k.trailer[i] = nil
+	close(k.found[i])
+}
+
+// exitCode is the command's exit status as the shell reported it.
+func (k *sink) exitCode() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.haveRC[0]:
+		return k.rc[0]
+	case k.haveRC[1]:
+		return k.rc[1]
+	}
+	return -1
+}
+
+// shellState is the shell's working directory (and exported environment,
+// if tracked) after the command.
+func (k *sink) shellState() (cwd string, env []string, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cwd, k.env, k.haveCwd
 }
 
 // emit delivers p (first read at time at) within the output limit.
@@ -115,9 +205,8 @@ func (k *sink) emit(i int, p []byte, at time.Time) {
 	}
 }
 
-// waitMarkers waits up to d for the markers on both streams; gone ends the
-// wait early.
-func (k *sink) waitMarkers(d time.Duration, gone <-chan struct{}) bool {
+// waitMarkers waits up to d for the markers on both streams.
+func (k *sink) waitMarkers(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for i := range k.found {
@@ -125,14 +214,6 @@ func (k *sink) waitMarkers(d time.Duration, gone <-chan struct{}) bool {
 		case <-k.found[i]:
 		case <-t.C:
 			return false
-		case <-gone:
-			// The shell died right after the command: what it wrote
-			// is in the pipes; give the readers the rest of d.
-			select {
-			case <-k.found[i]:
-			case <-t.C:
-				return false
-			}
 		}
 	}
 	return true
@@ -144,7 +225,7 @@ func (k *sink) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for i := range k.carry {
-		if !k.done[i] && len(k.carry[i]) > 0 {
+		if k.state[i] == searching && len(k.carry[i]) > 0 {
 			k.emit(i, k.carry[i], k.carryAt[i])
 		}
 		k.carry[i] = nil
