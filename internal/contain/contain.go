@@ -219,3 +219,26 @@ func waitTerminated(tree Tree, d time.Duration, escalate <-chan struct{}) bool {
 		slice = min(2*slice, 50*time.Millisecond)
 	}
 }
+
+// pollEmpty calls count until it reports no live process, or until timeout
+// has passed (then with os.ErrDeadlineExceeded), pausing between calls
+// from 200 us up to 10 ms. It serves the backends that cannot be told
+// when a tree empties.
+func pollEmpty(timeout time.Duration, what string, count func() (int, error)) error {
+	deadline := time.Now().Add(timeout)
+	pause := 200 * time.Microsecond
+	for {
+		n, err := count()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d processes of %s left: %w", n, what, os.ErrDeadlineExceeded)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 10*time.Millisecond)
+	}
+}

@@ -199,20 +199,10 @@ func activeProcesses(job windows.Handle) (uint32, error) {
 }
 
 func waitJobEmpty(job windows.Handle, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return pollEmpty(timeout, "job", func() (int, error) {
 		n, err := activeProcesses(job)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d processes left in job: %w", n, os.ErrDeadlineExceeded)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return int(n), err
+	})
 }
 
 func (t *jobTree) WaitEmpty(timeout time.Duration) error { return waitJobEmpty(t.job, timeout) }

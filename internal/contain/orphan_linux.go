@@ -117,20 +117,10 @@ func (o *pgroupOrphan) Kill() error {
 }
 
 func (o *pgroupOrphan) WaitEmpty(d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
+	return pollEmpty(d, fmt.Sprintf("group %d", o.ident.Pgid), func() (int, error) {
 		ms, err := o.scan()
-		if err != nil {
-			return err
-		}
-		if len(ms) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d processes left: %w", len(ms), os.ErrDeadlineExceeded)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return len(ms), err
+	})
 }
 
 func (o *pgroupOrphan) Remove() error { return nil }

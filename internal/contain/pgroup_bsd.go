@@ -178,20 +178,10 @@ func (t *bsdTree) Members() ([]int, error) {
 }
 
 func (t *bsdTree) WaitEmpty(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return pollEmpty(timeout, fmt.Sprintf("group %d", t.ident.Pgid), func() (int, error) {
 		pids, err := t.Members()
-		if err != nil {
-			return err
-		}
-		if len(pids) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d processes left in group %d: %w", len(pids), t.ident.Pgid, os.ErrDeadlineExceeded)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return len(pids), err
+	})
 }
 
 func (t *bsdTree) KillProcs(pids []int) error {

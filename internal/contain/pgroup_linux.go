@@ -358,24 +358,10 @@ func (t *pgroupTree) Kill() error {
 }
 
 func (t *pgroupTree) WaitEmpty(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	pause := 200 * time.Microsecond
-	for {
+	return pollEmpty(timeout, fmt.Sprintf("group %d", t.ident.Pgid), func() (int, error) {
 		ms, err := t.scan()
-		if err != nil {
-			return err
-		}
-		if len(ms) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%d processes of group %d left: %w", len(ms), t.ident.Pgid, os.ErrDeadlineExceeded)
-		}
-		time.Sleep(pause)
-		if pause < 10*time.Millisecond {
-			pause *= 2
-		}
-	}
+		return len(ms), err
+	})
 }
 
 func (t *pgroupTree) Release(pids []int) error {
