@@ -295,6 +295,7 @@ func (s *Session) Close() error {
 	s.mu.Unlock()
 	var err error
 	if sh != nil {
+		sh.markClosing()
 		err = sh.stop(s.cfg.Grace)
 	}
 	os.RemoveAll(s.dir)

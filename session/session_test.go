@@ -412,15 +412,18 @@ func TestCloseEndsARunningCommand(t *testing.T) {
 	shells(t, func(t *testing.T, s *Session, mark string) {
 		done := make(chan *corral.Result)
 		go func() {
-			r, _ := s.Exec(context.Background(), "sleep 60 & sleep 60", Options{})
+			r, err := s.Exec(context.Background(), "sleep 60 & sleep 60", Options{})
+			if !errors.Is(err, ErrClosed) || !errors.Is(err, corral.ErrCancelled) {
+				t.Errorf("error %v, want ErrClosed and ErrCancelled", err)
+			}
 			done <- r
 		}()
 		time.Sleep(200 * time.Millisecond)
 		s.Close()
 		select {
 		case r := <-done:
-			if r.Outcome == corral.OutcomeExited && r.ExitCode == 0 {
-				t.Fatalf("command survived Close: %+v", r)
+			if r.Outcome != corral.OutcomeCancelled {
+				t.Fatalf("a command running at Close: %+v, want cancelled", r)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("Close did not end the running command")

@@ -25,6 +25,7 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 
 func (sh *shell) pid() int                            { return 0 }
 func (sh *shell) isDead() bool                        { return true }
+func (sh *shell) markClosing()                        {}
 func (sh *shell) stop(grace time.Duration) error      { return nil }
 func (sh *shell) lastState() (string, []string, bool) { return "", nil, false }
 func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string) (*corral.Result, error) {

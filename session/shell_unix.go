@@ -62,6 +62,7 @@ type shell struct {
 	streams  [2]*os.File // our ends of its stdout and stderr
 	eof      [2]chan struct{}
 	dead     atomic.Bool
+	closing  atomic.Bool // the session is being closed
 	stopOnce sync.Once
 	stopErr  error
 
@@ -142,6 +143,10 @@ func closePipes(ps [][2]*os.File) {
 		p[1].Close()
 	}
 }
+
+// markClosing says the session is closing: a command that sees the shell
+// die now ends as cancelled, not as the shell's death.
+func (sh *shell) markClosing() { sh.closing.Store(true) }
 
 func (sh *shell) pid() int     { return sh.tree.Identity().Pid }
 func (sh *shell) isDead() bool { return sh.dead.Load() || sh.rootExited() }
@@ -329,6 +334,10 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		if st := sh.tree.Status(); st.Signal != 0 {
 			res.Signal = st.Signal
 		}
+	case died && sh.closing.Load():
+		lifecycle = sh.stop(sh.cfg.Grace)
+		res.Outcome = corral.OutcomeCancelled
+		res.Error = joinErr(res.Error, "the session was closed")
 	case died:
 		lifecycle = sh.stop(sh.cfg.Grace)
 		st := sh.tree.Status()
@@ -359,8 +368,11 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		return res, nil
 	}
 	var cause error
-	if stopped == corral.OutcomeTimeout || stopped == corral.OutcomeCancelled {
+	switch {
+	case stopped == corral.OutcomeTimeout || stopped == corral.OutcomeCancelled:
 		cause = context.Cause(ctx)
+	case res.Outcome == corral.OutcomeCancelled:
+		cause = ErrClosed
 	}
 	return res, &corral.RunError{Result: res, Err: errors.Join(cause, lifecycle)}
 }
