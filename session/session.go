@@ -47,6 +47,8 @@ type Options struct {
 	Timeout time.Duration
 	// MaxOutput limits stdout+stderr in bytes (0: none).
 	MaxOutput int64
+
+	snapshot bool // internal: report the environment, count no command
 }
 
 // State is what a session knows about its shell without running anything.
@@ -54,8 +56,9 @@ type State struct {
 	// Cwd is the shell's working directory after the last completed
 	// command (its $PWD).
 	Cwd string
-	// Env is the shell's exported environment after the last completed
-	// command with Config.TrackEnv set (else the initial environment).
+	// Env is the shell's exported environment as of the last command run
+	// with Config.TrackEnv set, or the last Snapshot; until then, the
+	// environment the shell started with.
 	Env []string
 	// Busy reports whether a command is running now.
 	Busy bool
@@ -177,7 +180,7 @@ func (s *Session) Exec(ctx context.Context, code string, opts Options) (*corral.
 		s.setBusy(true)
 		res, err := sh.exec(ctx, code, opts, s.dir)
 		s.setBusy(false)
-		s.afterCommand(sh, res)
+		s.afterCommand(sh, res, false)
 		if err == errUnusable {
 			s.discard(sh)
 			if attempt == 0 {
@@ -245,11 +248,11 @@ func (s *Session) setBusy(b bool) {
 	s.mu.Unlock()
 }
 
-func (s *Session) afterCommand(sh *shell, res *corral.Result) {
+func (s *Session) afterCommand(sh *shell, res *corral.Result, snapshot bool) {
 	cwd, env, ok := sh.lastState()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if res != nil && res.Outcome != corral.OutcomeStartFailed {
+	if !snapshot && res != nil && res.Outcome != corral.OutcomeStartFailed {
 		s.state.Commands++
 	}
 	if ok && s.sh == sh {
@@ -258,6 +261,37 @@ func (s *Session) afterCommand(sh *shell, res *corral.Result) {
 			s.state.Env = env
 		}
 	}
+}
+
+// Snapshot refreshes and returns the session's state: it waits for its turn
+// like a command (behind a running command), then has the shell report its
+// working directory and exported environment. No user code runs. A session
+// without a running shell reports its initial state without starting one.
+func (s *Session) Snapshot(ctx context.Context) (State, error) {
+	release, err := s.turn.acquire(ctx)
+	if err != nil {
+		return s.State(), err
+	}
+	s.mu.Lock()
+	sh, closed := s.sh, s.closed
+	s.mu.Unlock()
+	if closed {
+		release()
+		return s.State(), ErrClosed
+	}
+	if sh != nil && !sh.isDead() {
+		res, err := sh.exec(ctx, ":", Options{snapshot: true}, s.dir)
+		s.afterCommand(sh, res, true)
+		if sh.isDead() {
+			s.discard(sh)
+		}
+		if err != nil {
+			release()
+			return s.State(), err
+		}
+	}
+	release()
+	return s.State(), nil
 }
 
 // State reports what the session knows now. It never waits for a running

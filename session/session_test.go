@@ -105,6 +105,32 @@ line2"; export EMPTY=; unset HOME`)
 	}
 }
 
+func TestSnapshot(t *testing.T) {
+	shells(t, func(t *testing.T, s *Session, mark string) {
+		dir := t.TempDir()
+		mustRun(t, s, "cd "+dir+"; export SNAP='x y'")
+		if st := s.State(); hasEnv(st.Env, "SNAP=x y") {
+			t.Fatal("environment tracked without TrackEnv")
+		}
+		st, err := s.Snapshot(context.Background())
+		if err != nil || st.Cwd != dir || !hasEnv(st.Env, "SNAP=x y") || st.Commands != 1 {
+			t.Fatalf("snapshot %+v, %v", st, err)
+		}
+		if !hasEnv(s.State().Env, "SNAP=x y") {
+			t.Fatal("State does not have the snapshot")
+		}
+	})
+}
+
+func hasEnv(env []string, kv string) bool {
+	for _, e := range env {
+		if e == kv {
+			return true
+		}
+	}
+	return false
+}
+
 func TestExactCompletion(t *testing.T) {
 	shells(t, func(t *testing.T, s *Session, mark string) {
 		var nonces []string

@@ -259,7 +259,8 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		testHookNonce(nonce)
 	}
 	res.StartedAt = time.Now()
-	k := newSink(nonce, res.StartedAt, opts, sh.cfg.TrackEnv)
+	track := sh.cfg.TrackEnv || opts.snapshot
+	k := newSink(nonce, res.StartedAt, opts, track)
 	stdin := ""
 	var in *fifo
 	if opts.Stdin != nil {
@@ -288,7 +289,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 			res.OutputError = werr.Error()
 		}
 	}
-	if _, err := sh.ctl.Write([]byte(commandLine(code, nonce, stdin, sh.cfg.TrackEnv))); err != nil {
+	if _, err := sh.ctl.Write([]byte(commandLine(code, nonce, stdin, track))); err != nil {
 		// Nothing of the command reached the shell: it is gone.
 		sh.dead.Store(true)
 		finish()
