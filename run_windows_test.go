@@ -189,3 +189,19 @@ func TestJobOutputLimit(t *testing.T) {
 		t.Fatalf("got %+v, %v, %d bytes", r, err, out.Len())
 	}
 }
+
+func TestJobRefusesBreakaway(t *testing.T) {
+	watchdog(t)
+	c := helper("breakaway")
+	var out bytes.Buffer
+	c.Stdout = &out
+	if _, err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); got != "refused" {
+		if pids := pidsIn(t, strings.TrimPrefix(got, "escaped ")); len(pids) == 1 {
+			noneAliveAfterKill(t, pids[0])
+		}
+		t.Fatalf("a child broke away from the job: %q", got)
+	}
+}
