@@ -79,12 +79,13 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 	}
 	id := newID()
 	spec := &contain.Spec{
-		Path:   path,
-		Argv:   c.Args,
-		Env:    env,
-		Dir:    c.Dir,
-		Files:  []*os.File{stdin, outW, errW},
-		Marker: MarkerEnv + "=" + id,
+		Path:       path,
+		Argv:       c.Args,
+		Env:        env,
+		Dir:        c.Dir,
+		Files:      []*os.File{stdin, outW, errW},
+		Marker:     MarkerEnv + "=" + id,
+		Foreground: c.Foreground,
 	}
 	if len(spec.Argv) == 0 {
 		spec.Argv = []string{c.Path}
@@ -143,6 +144,11 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 	}
 	if err := tree.Close(); err != nil {
 		lifecycle = append(lifecycle, err)
+	}
+	if c.Foreground {
+		if err := contain.ReclaimTerminal(stdin); err != nil {
+			lifecycle = append(lifecycle, fmt.Errorf("take back the terminal: %w", err))
+		}
 	}
 	res.EndedAt = time.Now()
 	res.Duration = res.EndedAt.Sub(res.StartedAt)

@@ -92,6 +92,10 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 		return usageErr("--isolation: want auto, cgroup, pgroup or job, got %q", f.isolation)
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// On a terminal, hand it to the command while it runs, or a command
+	// that reads it would be stopped (SIGTTIN) for reading from a
+	// background group.
+	cmd.Foreground = stdin != nil && inForeground(stdin)
 
 	// Open the result file first: a bad path must fail before anything runs.
 	var resultFile *os.File
@@ -238,6 +242,11 @@ func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
 	}
 	if res.OutputError != "" {
 		msg = joinMsg(msg, "writing output: "+res.OutputError)
+	}
+	if msg == "" && res.Error != "" {
+		// Any other lifecycle failure, shown even when the command
+		// itself succeeded.
+		msg = res.Error
 	}
 	if code == 0 && msg == "" {
 		return nil

@@ -84,6 +84,9 @@ type Spec struct {
 	Files []*os.File
 	// Marker is appended to Env and used to recognise the tree's processes.
 	Marker string
+	// Foreground makes the tree's process group the foreground group of
+	// the terminal on Files[0] (Unix; ErrUnsupported elsewhere).
+	Foreground bool
 	// Hold, if set, is called with the identity while the root is held
 	// before its first instruction. If it returns an error the root is
 	// killed and Start returns an error wrapping ErrHold.
@@ -136,6 +139,10 @@ func Start(iso Isolation, spec *Spec) (Tree, error) {
 // Holders returns those of pids that hold an open descriptor on the same
 // pipe as one of files (ErrUnsupported where that cannot be known).
 func Holders(pids []int, files ...*os.File) ([]int, error) { return holders(pids, files) }
+
+// ReclaimTerminal makes this process's group the foreground group of the
+// terminal f again, after a tree started with Foreground has settled.
+func ReclaimTerminal(f *os.File) error { return reclaimTerminal(f) }
 
 // Best returns the isolation Auto would choose here.
 func Best() Isolation { return best() }

@@ -24,6 +24,9 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	if iso != Auto && iso != Job {
 		return nil, fmt.Errorf("isolation %q: %w", iso, ErrUnsupported)
 	}
+	if spec.Foreground {
+		return nil, fmt.Errorf("foreground terminal: %w", ErrUnsupported)
+	}
 	name := `Local\corral-` + spec.Marker[strings.IndexByte(spec.Marker, '=')+1:]
 	uname, err := windows.UTF16PtrFromString(name)
 	if err != nil {
@@ -295,3 +298,5 @@ func selfStart() uint64 {
 	}
 	return uint64(c.Nanoseconds())
 }
+
+func reclaimTerminal(f *os.File) error { return ErrUnsupported }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"syscall"
 	"time"
 
@@ -46,7 +47,7 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	}
 	env := append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Marker)
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: fds,
-		Sys: &syscall.SysProcAttr{Setpgid: true}})
+		Sys: &syscall.SysProcAttr{Setpgid: true, Foreground: spec.Foreground, Ctty: 0}})
 	if err != nil {
 		if gateW != nil {
 			gateW.Close()
@@ -230,3 +231,11 @@ func processAlive(pid int, start uint64) bool {
 }
 
 func selfStart() uint64 { return 0 }
+
+// reclaimTerminal ignores SIGTTOU around the call: a process outside the
+// terminal's foreground group that asks for it is otherwise stopped.
+func reclaimTerminal(f *os.File) error {
+	signal.Ignore(syscall.SIGTTOU)
+	defer signal.Reset(syscall.SIGTTOU)
+	return unix.IoctlSetPointerInt(int(f.Fd()), unix.TIOCSPGRP, unix.Getpgrp())
+}

@@ -64,6 +64,9 @@ func forkExec(spec *Spec, sys *syscall.SysProcAttr, ident Identity, keepZombie b
 	pidfd := -1
 	sys.PidFD = &pidfd
 	sys.Setpgid = true
+	if spec.Foreground {
+		sys.Foreground, sys.Ctty = true, 0
+	}
 	if spec.Hold != nil {
 		// The tracer is a thread: fork, wait and detach must all happen
 		// on this one.
