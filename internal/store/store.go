@@ -1,0 +1,241 @@
+// Package store keeps the daemon's durable records of named sessions in an
+// embedded transactional database (bbolt), so that a session's name, shell,
+// working directory and environment survive a daemon crash and a reboot.
+//
+// Every change is one transaction, fsynced on commit: a crash at any point
+// leaves each record either as it was or as it was written, never torn. The
+// layout (schema version 1):
+//
+//	meta/
+//	    version        "1"
+//	sessions/
+//	    <name>         a Session, as JSON
+//
+// Migrations run in order when a database with an older version is opened;
+// a database from a newer corral is refused rather than misread.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Version is the schema version this build reads and writes.
+const Version = 1
+
+var (
+	// ErrNotFound: no session of that name.
+	ErrNotFound = errors.New("no such session")
+	// ErrBadName: a session name outside [A-Za-z0-9][A-Za-z0-9._-]{0,63}.
+	ErrBadName = errors.New("invalid session name")
+	// ErrNewerSchema: the database was written by a newer corral.
+	ErrNewerSchema = errors.New("database written by a newer corral")
+	// ErrLocked: another process (a running daemon) holds the database.
+	ErrLocked = errors.New("database in use by another process")
+)
+
+var (
+	metaBucket     = []byte("meta")
+	sessionsBucket = []byte("sessions")
+	versionKey     = []byte("version")
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// CheckName returns an error wrapping ErrBadName unless name is a valid
+// session name.
+func CheckName(name string) error {
+	if !namePattern.MatchString(name) {
+		return fmt.Errorf("%q: %w (want [A-Za-z0-9][A-Za-z0-9._-]{0,63})", name, ErrBadName)
+	}
+	return nil
+}
+
+// State is what the daemon knows of a session's shell.
+type State string
+
+const (
+	Up     State = "up"     // its keeper is alive and verified
+	Down   State = "down"   // no keeper: the next command starts one, in the saved cwd and environment
+	Broken State = "broken" // its keeper is alive but does not answer
+)
+
+// Keeper identifies the process holding a session, durably: a pid is
+// trusted only together with its start time and the boot id.
+type Keeper struct {
+	Pid       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+	BootID    string `json:"boot_id"`
+	Isolation string `json:"isolation,omitempty"`
+	Pgid      int    `json:"pgid,omitempty"`
+	Cgroup    string `json:"cgroup,omitempty"`
+	Marker    string `json:"marker,omitempty"`
+	Socket    string `json:"socket,omitempty"`
+}
+
+// Session is the durable record of one named session.
+type Session struct {
+	Name     string    `json:"name"`
+	Created  time.Time `json:"created"`
+	LastUsed time.Time `json:"last_used"`
+	Shell    string    `json:"shell"`
+	// Cwd and Env are as of the last completed command.
+	Cwd    string   `json:"cwd"`
+	Env    []string `json:"env"`
+	State  State    `json:"state"`
+	Keeper *Keeper  `json:"keeper,omitempty"`
+}
+
+// Store is an open database. Its methods are safe for concurrent use.
+type Store struct{ db *bolt.DB }
+
+// migrations[v] upgrades a database at version v to v+1.
+var migrations = []func(tx *bolt.Tx) error{
+	// 0 -> 1: an empty database gets its buckets.
+	func(tx *bolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists(sessionsBucket)
+		return err
+	},
+}
+
+// Open opens (creating if needed) the database at path with mode 0600 and
+// brings it to Version. It waits at most a second for another process's
+// lock, then fails with ErrLocked.
+func Open(path string) (*Store, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("store %s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	if err := db.Update(migrate); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// migrate runs the pending migrations in one transaction.
+func migrate(tx *bolt.Tx) error {
+	meta, err := tx.CreateBucketIfNotExists(metaBucket)
+	if err != nil {
+		return err
+	}
+	v := 0
+	if b := meta.Get(versionKey); b != nil {
+		if v, err = strconv.Atoi(string(b)); err != nil {
+			return fmt.Errorf("schema version %q: %w", b, err)
+		}
+	}
+	if v > Version {
+		return fmt.Errorf("schema version %d > %d: %w", v, Version, ErrNewerSchema)
+	}
+	for ; v < Version; v++ {
+		if err := migrations[v](tx); err != nil {
+			return fmt.Errorf("migration %d to %d: %w", v, v+1, err)
+		}
+	}
+	return meta.Put(versionKey, []byte(strconv.Itoa(Version)))
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Put writes rec, replacing any record of the same name.
+func (s *Store) Put(rec *Session) error {
+	if err := CheckName(rec.Name); err != nil {
+		return err
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(sessionsBucket).Put([]byte(rec.Name), b)
+	})
+}
+
+// Get reads the record of name.
+func (s *Store) Get(name string) (*Session, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	var rec *Session
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(sessionsBucket).Get([]byte(name))
+		if b == nil {
+			return fmt.Errorf("session %q: %w", name, ErrNotFound)
+		}
+		rec = new(Session)
+		return json.Unmarshal(b, rec)
+	})
+	return rec, err
+}
+
+// Update applies fn to the record of name and writes the result, in one
+// transaction (so concurrent updates of the same record do not lose each
+// other's changes).
+func (s *Store) Update(name string, fn func(*Session) error) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(sessionsBucket)
+		b := bk.Get([]byte(name))
+		if b == nil {
+			return fmt.Errorf("session %q: %w", name, ErrNotFound)
+		}
+		var rec Session
+		if err := json.Unmarshal(b, &rec); err != nil {
+			return fmt.Errorf("session %q: %w", name, err)
+		}
+		if err := fn(&rec); err != nil {
+			return err
+		}
+		rec.Name = name
+		out, err := json.Marshal(&rec)
+		if err != nil {
+			return err
+		}
+		return bk.Put([]byte(name), out)
+	})
+}
+
+// Delete removes the record of name; a missing one is ErrNotFound.
+func (s *Store) Delete(name string) error {
+	if err := CheckName(name); err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(sessionsBucket)
+		if bk.Get([]byte(name)) == nil {
+			return fmt.Errorf("session %q: %w", name, ErrNotFound)
+		}
+		return bk.Delete([]byte(name))
+	})
+}
+
+// List returns every record, by name, from one consistent snapshot.
+func (s *Store) List() ([]*Session, error) {
+	var out []*Session
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(sessionsBucket).ForEach(func(k, v []byte) error {
+			var rec Session
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("session %q: %w", k, err)
+			}
+			out = append(out, &rec)
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, err
+}

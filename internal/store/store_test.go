@@ -1,0 +1,249 @@
+package store
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// The test binary doubles as a writer that the crash test kills.
+func TestMain(m *testing.M) {
+	if path := os.Getenv("CORRAL_STORE_WRITER"); path != "" {
+		s, err := Open(path)
+		if err != nil {
+			fmt.Println("open:", err)
+			os.Exit(1)
+		}
+		env := make([]string, 200)
+		for i := range env {
+			env[i] = fmt.Sprintf("VAR%d=%s", i, strings.Repeat("v", 100))
+		}
+		for i := 0; ; i++ {
+			rec := &Session{Name: fmt.Sprintf("s%d", i%50), Cwd: fmt.Sprintf("/gen/%d", i), Env: env, State: Up}
+			if err := s.Put(rec); err != nil {
+				fmt.Println("put:", err)
+				os.Exit(1)
+			}
+			fmt.Printf("committed %d\n", i)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+func openTemp(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(testproc.TempDir(t), "corral.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func TestPutGetUpdateDeleteList(t *testing.T) {
+	s, _ := openTemp(t)
+	now := time.Now().UTC().Round(time.Second)
+	for _, n := range []string{"b", "a", "c.2_x-y"} {
+		if err := s.Put(&Session{Name: n, Created: now, Shell: "/bin/bash", Cwd: "/", State: Down}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Get("a")
+	if err != nil || got.Shell != "/bin/bash" || !got.Created.Equal(now) {
+		t.Fatalf("get: %+v %v", got, err)
+	}
+	if err := s.Update("a", func(r *Session) error {
+		r.Cwd, r.State = "/tmp", Up
+		r.Keeper = &Keeper{Pid: 42, StartTime: 7, BootID: "b"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get("a"); got.Cwd != "/tmp" || got.State != Up || got.Keeper.Pid != 42 {
+		t.Fatalf("after update: %+v", got)
+	}
+	list, err := s.List()
+	if err != nil || len(list) != 3 || list[0].Name != "a" || list[2].Name != "c.2_x-y" {
+		t.Fatalf("list %v %v", list, err)
+	}
+	if err := s.Delete("b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []error{s.Delete("b"), s.Update("b", func(*Session) error { return nil }), func() error { _, err := s.Get("b"); return err }()} {
+		if !errors.Is(op, ErrNotFound) {
+			t.Fatalf("missing session: %v", op)
+		}
+	}
+	boom := errors.New("boom")
+	if err := s.Update("a", func(r *Session) error { r.Cwd = "/lost"; return boom }); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get("a"); got.Cwd != "/tmp" {
+		t.Fatal("a failed update was written")
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, good := range []string{"a", "A9", "build.1", "x_y-z", strings.Repeat("n", 64)} {
+		if err := CheckName(good); err != nil {
+			t.Errorf("%q refused: %v", good, err)
+		}
+	}
+	s, _ := openTemp(t)
+	for _, bad := range []string{"", "-x", ".hidden", "_x", "a/b", "a b", "ü", strings.Repeat("n", 65), "a\n", "../x"} {
+		if err := CheckName(bad); !errors.Is(err, ErrBadName) {
+			t.Errorf("%q accepted", bad)
+		}
+		if err := s.Put(&Session{Name: bad}); !errors.Is(err, ErrBadName) {
+			t.Errorf("%q stored: %v", bad, err)
+		}
+	}
+	if list, _ := s.List(); len(list) != 0 {
+		t.Fatalf("bad names were stored: %v", list)
+	}
+}
+
+func TestMigrationsAndVersions(t *testing.T) {
+	dir := testproc.TempDir(t)
+	// A version-0 database: what existed before the schema had a version.
+	old := filepath.Join(dir, "old.db")
+	db, err := bolt.Open(old, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := Open(old)
+	if err != nil {
+		t.Fatalf("migrating from 0: %v", err)
+	}
+	if err := s.Put(&Session{Name: "kept"}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get("kept"); err != nil {
+		t.Fatalf("record lost on reopen: %v", err)
+	}
+	s.Close()
+	// A database from a newer corral is refused, and left as it was.
+	newer := filepath.Join(dir, "newer.db")
+	db, _ = bolt.Open(newer, 0o600, nil)
+	db.Update(func(tx *bolt.Tx) error {
+		b, _ := tx.CreateBucketIfNotExists(metaBucket)
+		return b.Put(versionKey, []byte(strconv.Itoa(Version+1)))
+	})
+	db.Close()
+	if _, err := Open(newer); !errors.Is(err, ErrNewerSchema) {
+		t.Fatalf("newer schema: %v", err)
+	}
+}
+
+func TestSecondOpenerIsRefused(t *testing.T) {
+	_, path := openTemp(t)
+	start := time.Now()
+	if _, err := Open(path); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open: %v", err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Fatalf("refused after %v", el)
+	}
+	if fi, err := os.Stat(path); runtime.GOOS != "windows" && (err != nil || fi.Mode().Perm() != 0o600) {
+		t.Fatalf("mode %v %v (Unix permissions only)", fi.Mode(), err)
+	}
+}
+
+func TestConcurrentUpdatesLoseNothing(t *testing.T) {
+	s, _ := openTemp(t)
+	s.Put(&Session{Name: "shared"})
+	var wg sync.WaitGroup
+	for g := 0; g < 10; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				s.Update("shared", func(r *Session) error {
+					r.Env = append(r.Env, fmt.Sprintf("G%d_%d=1", g, i))
+					return nil
+				})
+			}
+		}(g)
+	}
+	wg.Wait()
+	if got, _ := s.Get("shared"); len(got.Env) != 100 {
+		t.Fatalf("%d of 100 updates kept", len(got.Env))
+	}
+}
+
+// A writer SIGKILLed in the middle of its commits loses nothing it had
+// committed, and leaves no torn record.
+func TestCrashMidWriteKeepsEveryCommit(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	path := filepath.Join(testproc.TempDir(t), "corral.db")
+	for round := 0; round < 5; round++ {
+		c := exec.Command(os.Args[0], "-test.run=NONE")
+		c.Env = append(testproc.Env(mark), "CORRAL_STORE_WRITER="+path)
+		out, _ := c.StdoutPipe()
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		last := -1
+		lines := bufio.NewScanner(out)
+		deadline := time.Now().Add(time.Duration(50+round*40) * time.Millisecond)
+		for lines.Scan() {
+			if n, err := strconv.Atoi(strings.TrimPrefix(lines.Text(), "committed ")); err == nil {
+				last = n
+			} else {
+				t.Fatalf("writer: %s", lines.Text())
+			}
+			if time.Now().After(deadline) && last >= 0 {
+				break
+			}
+		}
+		c.Process.Kill() // ours: started above
+		c.Wait()
+		s, err := Open(path)
+		if err != nil {
+			t.Fatalf("round %d: reopen after crash: %v", round, err)
+		}
+		list, err := s.List()
+		if err != nil {
+			t.Fatalf("round %d: a record is torn: %v", round, err)
+		}
+		// Every session the writer had committed (up to the last one it
+		// reported) is there, with at least that generation.
+		for i := 0; i <= min(last, 49); i++ {
+			rec, err := s.Get(fmt.Sprintf("s%d", i))
+			if err != nil || len(rec.Env) != 200 {
+				t.Fatalf("round %d: s%d after %d commits: %+v %v", round, i, last+1, rec, err)
+			}
+		}
+		if rec, _ := s.Get(fmt.Sprintf("s%d", last%50)); rec == nil || genOf(rec.Cwd) < last {
+			t.Fatalf("round %d: commit %d lost: %+v", round, last, rec)
+		}
+		if len(list) == 0 {
+			t.Fatalf("round %d: empty after %d commits", round, last+1)
+		}
+		s.Close()
+	}
+}
+
+func genOf(cwd string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(cwd, "/gen/"))
+	return n
+}
