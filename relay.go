@@ -44,12 +44,10 @@ func newRelay(start time.Time, limit int64, stdout, stderr *os.File, wout, werr 
 	rl := &relay{start: start, limit: limit, limitHit: make(chan struct{}), done: make(chan struct{})}
 	rl.streams[0] = &stream{r: stdout, w: wout}
 	rl.streams[1] = &stream{r: stderr, w: werr}
-	// One writer for both streams must not see interleaved partial writes
-	// from two goroutines at once.
-	var shared *sync.Mutex
-	if wout != nil && wout == werr {
-		shared = &sync.Mutex{}
-	}
+	// The two streams may share one writer (or two that share state), so
+	// writes are always serialised. Comparing the writers instead would
+	// panic for writers of uncomparable types (a func, a slice).
+	shared := &sync.Mutex{}
 	for _, s := range rl.streams {
 		rl.wg.Add(1)
 		go rl.copy(s, shared)
@@ -70,13 +68,9 @@ func (rl *relay) copy(s *stream, mu *sync.Mutex) {
 			rl.first.CompareAndSwap(0, int64(time.Since(rl.start))+1)
 			keep := rl.admit(n)
 			if keep > 0 && s.w != nil {
-				if mu != nil {
-					mu.Lock()
-				}
+				mu.Lock()
 				_, werr := s.w.Write(buf[:keep])
-				if mu != nil {
-					mu.Unlock()
-				}
+				mu.Unlock()
 				if werr != nil {
 					// Stop reading, as a direct pipe would: the
 					// command's next write fails (EPIPE or SIGPIPE).

@@ -530,3 +530,19 @@ func TestEnvDirAndMarker(t *testing.T) {
 		}
 	})
 }
+
+// writerFunc is a valid io.Writer whose dynamic type cannot be compared.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestUncomparableWriters(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	var got bytes.Buffer
+	w := writerFunc(func(p []byte) (int, error) { return got.Write(p) })
+	c := sh(corral.IsolationAuto, mark, "echo out; echo err >&2")
+	c.Stdout, c.Stderr = w, w
+	if _, err := c.Run(context.Background()); err != nil || got.Len() != 8 {
+		t.Fatalf("%v, %q", err, got.String())
+	}
+}
