@@ -20,6 +20,9 @@ import (
 var corralBin string
 
 func TestMain(m *testing.M) {
+	if sock := os.Getenv("CORRAL_PEER_PROBE"); sock != "" {
+		os.Exit(peerProbe(sock))
+	}
 	dir, err := os.MkdirTemp("", "corral-cli-test")
 	if err != nil {
 		panic(err)

@@ -42,6 +42,10 @@ func usageErr(format string, a ...any) error {
 }
 
 func main() {
+	// Helper roles of this binary are dispatched before anything else.
+	if len(os.Args) > 1 && os.Args[1] == keeperRole {
+		os.Exit(keeperMain(os.Args[2:]))
+	}
 	// This process starts no children but corral's trees, so the child
 	// subreaper of the pgroup backend may reap every orphan it inherits.
 	contain.OwnAllChildren()
@@ -60,7 +64,8 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
-	root.AddCommand(runCommand(stdin, stdout, stderr), reapCommand(stdout))
+	root.AddCommand(runCommand(stdin, stdout, stderr), reapCommand(stdout),
+		execCommand(stdin, stdout, stderr), lsCommand(stdout), killCommand(stdout), daemonCommand(stdout))
 	err := root.Execute()
 	if err == nil {
 		return 0

@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/corral-dev/corral"
+	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/statedir"
+	"github.com/corral-dev/corral/internal/store"
+)
+
+func stateDir() (string, error) {
+	dir, err := statedir.Path()
+	if err == nil {
+		dir, err = statedir.Ensure(dir)
+	}
+	if err != nil {
+		return "", &exitError{code: exitInternal, msg: err.Error()}
+	}
+	return dir, nil
+}
+
+// rpcErr maps an RPC error to an exit code and one line.
+func rpcErr(err error) error {
+	s, _ := status.FromError(err)
+	code := exitInternal
+	switch s.Code() {
+	case codes.InvalidArgument:
+		code = exitUsage
+	case codes.NotFound:
+		code = 1
+	}
+	return &exitError{code: code, msg: s.Message()}
+}
+
+// dial connects to the daemon of dir, starting one if none answers.
+func dial(dir string, start bool) (*grpc.ClientConn, pb.DaemonClient, error) {
+	sock := daemon.SocketPath(dir)
+	try := func() (*grpc.ClientConn, pb.DaemonClient, error) {
+		conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, nil, err
+		}
+		c := pb.NewDaemonClient(conn)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if _, err := c.Status(ctx, &pb.StatusRequest{}, grpc.WaitForReady(false)); err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
+		return conn, c, nil
+	}
+	conn, c, err := try()
+	if err == nil || !start {
+		if err != nil {
+			return nil, nil, &exitError{code: exitInternal, msg: "no daemon is running for " + dir}
+		}
+		return conn, c, nil
+	}
+	if err := spawnDaemon(dir); err != nil {
+		return nil, nil, &exitError{code: exitInternal, msg: "starting the daemon: " + err.Error()}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if conn, c, err = try(); err == nil {
+			return conn, c, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, nil, &exitError{code: exitInternal, msg: "the daemon did not start; see " + filepath.Join(dir, "daemon.log")}
+}
+
+// spawnDaemon starts "corral daemon" in a session of its own, detached from
+// this process and its terminal.
+func spawnDaemon(dir string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	c := exec.Command(exe, "daemon")
+	c.Stdout, c.Stderr = logf, logf
+	c.Env = append(os.Environ(), statedir.Env+"="+dir)
+	c.SysProcAttr = detached()
+	if err := c.Start(); err != nil {
+		return err
+	}
+	return c.Process.Release()
+}
+
+func daemonCommand(stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "daemon [stop|status]",
+		Short: "Run the corral daemon in the foreground, stop it, or show its status",
+		Long: `Run the daemon that serves named sessions (in the foreground), or stop or
+describe the running one. Stopping the daemon leaves every session running:
+each is held by a keeper process of its own.`,
+		Args:      cobra.MaximumNArgs(1),
+		ValidArgs: []string{"stop", "status"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := stateDir()
+			if err != nil {
+				return err
+			}
+			switch {
+			case len(args) == 0:
+				return runDaemon(dir)
+			case args[0] == "stop":
+				conn, c, err := dial(dir, false)
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				if _, err := c.Stop(context.Background(), &pb.StopRequest{}); err != nil {
+					return rpcErr(err)
+				}
+				// The daemon removes its pid file last.
+				pidFile := filepath.Join(dir, "daemon.pid")
+				for i := 0; i < 1000; i++ {
+					if _, err := os.Stat(pidFile); err != nil {
+						return nil
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				return &exitError{code: exitInternal, msg: "the daemon did not stop within 10s"}
+			case args[0] == "status":
+				conn, c, err := dial(dir, false)
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				st, err := c.Status(context.Background(), &pb.StatusRequest{})
+				if err != nil {
+					return rpcErr(err)
+				}
+				if asJSON {
+					return json.NewEncoder(stdout).Encode(map[string]any{"pid": st.Pid, "socket": st.Socket,
+						"state_dir": st.StateDir, "sessions": st.Sessions, "started": time.Unix(st.StartedUnix, 0).UTC()})
+				}
+				fmt.Fprintf(stdout, "pid %d, socket %s, state %s, %d sessions, up since %s\n", st.Pid, st.Socket,
+					st.StateDir, st.Sessions, time.Unix(st.StartedUnix, 0).Format(time.RFC3339))
+				return nil
+			}
+			return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return c
+}
+
+func runDaemon(dir string) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return &exitError{code: exitInternal, msg: err.Error()}
+	}
+	d, err := daemon.Open(daemon.Config{StateDir: dir, Exe: exe, KeeperRole: keeperRole})
+	if err != nil {
+		code := exitInternal
+		if errors.Is(err, daemon.ErrRunning) || errors.Is(err, store.ErrLocked) {
+			code = 1
+		}
+		return &exitError{code: code, msg: err.Error()}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	if err := d.Serve(ctx); err != nil {
+		return &exitError{code: exitInternal, msg: err.Error()}
+	}
+	return nil
+}
+
+type execFlags struct {
+	session   string
+	timeout   time.Duration
+	maxOutput string
+	cwd       string
+	oneshot   bool
+}
+
+func execCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
+	var f execFlags
+	c := &cobra.Command{
+		Use:   "exec -s NAME [flags] -- COMMAND...",
+		Short: "Run shell code in a named session (created on first use)",
+		Long: `Run the words of COMMAND as shell code in session NAME, held by the daemon
+(started on demand). cd and export persist between calls. A new session
+starts with this client's environment and working directory (or --cwd).
+--timeout resets the session: the next call gets a fresh shell.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return execMain(&f, args, stdin, stdout, stderr)
+		},
+	}
+	fl := c.Flags()
+	fl.SetInterspersed(false)
+	fl.StringVarP(&f.session, "session", "s", "", "session name ([A-Za-z0-9][A-Za-z0-9._-]{0,63})")
+	fl.DurationVar(&f.timeout, "timeout", 0, "stop the command (and reset the session) after this long")
+	fl.StringVar(&f.maxOutput, "max-output", "", "stop the command once its output passes this size (e.g. 10MiB)")
+	fl.StringVar(&f.cwd, "cwd", "", "working directory: a new session's first, or cd to it before the command")
+	fl.BoolVar(&f.oneshot, "oneshot", false, "run in a fresh contained shell instead of the session")
+	return c
+}
+
+func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Writer) error {
+	if !f.oneshot {
+		if f.session == "" {
+			return usageErr("exec: -s NAME is required (or --oneshot)")
+		}
+		if err := store.CheckName(f.session); err != nil {
+			return usageErr("%v", err)
+		}
+	}
+	if f.timeout < 0 {
+		return usageErr("--timeout must not be negative")
+	}
+	start := &pb.ExecStart{Session: f.session, Command: strings.Join(args, " "), TimeoutMs: f.timeout.Milliseconds(),
+		Oneshot: f.oneshot, Env: os.Environ(), Stdin: stdin != nil}
+	if f.maxOutput != "" {
+		n, err := parseSize(f.maxOutput)
+		if err != nil || n <= 0 {
+			return usageErr("--max-output: want a positive size like 10MiB, got %q", f.maxOutput)
+		}
+		start.MaxOutput = n
+	}
+	wd, _ := os.Getwd()
+	start.Cwd = wd
+	if f.cwd != "" {
+		abs, err := filepath.Abs(f.cwd)
+		if err != nil {
+			return usageErr("--cwd: %v", err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return usageErr("--cwd %s: not a directory", f.cwd)
+		}
+		start.Cwd = abs
+		start.Command = "cd -- '" + strings.ReplaceAll(abs, "'", `'\''`) + "' && {\n" + start.Command + "\n}"
+	}
+	dir, err := stateDir()
+	if err != nil {
+		return err
+	}
+	conn, c, err := dial(dir, true)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	var got syscall.Signal
+	go func() {
+		s := <-sigs
+		got = s.(syscall.Signal)
+		cancel() // closing the stream cancels the command
+	}()
+	st, err := c.Exec(ctx)
+	if err != nil {
+		return rpcErr(err)
+	}
+	if err := st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: start}}); err != nil {
+		return rpcErr(err)
+	}
+	if stdin != nil {
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := stdin.Read(buf)
+				if n > 0 && st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
+					return
+				}
+				if err != nil {
+					st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}})
+					return
+				}
+			}
+		}()
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			if got != 0 {
+				return &exitError{code: 128 + int(got), msg: fmt.Sprintf("stopped on %v", got)}
+			}
+			return rpcErr(err)
+		}
+		switch x := m.Msg.(type) {
+		case *pb.ExecResponse_Stdout:
+			stdout.Write(x.Stdout)
+		case *pb.ExecResponse_Stderr:
+			stderr.Write(x.Stderr)
+		case *pb.ExecResponse_Result:
+			return exitFor(resultFromProto(x.Result), nil, 0)
+		}
+	}
+}
+
+func resultFromProto(r *pb.Result) *corral.Result {
+	res := &corral.Result{Outcome: corral.Outcome(r.Outcome), ExitCode: int(r.ExitCode), Signal: int(r.Signal),
+		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, Error: r.Error,
+		KillFailed: r.KillFailed, DrainCutOff: r.DrainCutOff, Duration: time.Duration(r.DurationUs) * time.Microsecond}
+	return res
+}
+
+func lsCommand(stdout io.Writer) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "ls [--json]",
+		Short: "List the named sessions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir, err := stateDir()
+			if err != nil {
+				return err
+			}
+			conn, c, err := dial(dir, true)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			resp, err := c.List(context.Background(), &pb.ListRequest{})
+			if err != nil {
+				return rpcErr(err)
+			}
+			if asJSON {
+				out := []map[string]any{}
+				for _, s := range resp.Sessions {
+					out = append(out, map[string]any{"name": s.Name, "state": s.State, "shell": s.Shell, "cwd": s.Cwd,
+						"created": time.Unix(s.CreatedUnix, 0).UTC(), "last_used": time.Unix(s.LastUsedUnix, 0).UTC(),
+						"keeper_pid": s.KeeperPid})
+				}
+				return json.NewEncoder(stdout).Encode(out)
+			}
+			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tSTATE\tSHELL\tCWD\tCREATED\tLAST USED\tPID")
+			for _, s := range resp.Sessions {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Name, s.State, s.Shell, s.Cwd,
+					time.Unix(s.CreatedUnix, 0).Format(time.DateTime), time.Unix(s.LastUsedUnix, 0).Format(time.DateTime), s.KeeperPid)
+			}
+			return w.Flush()
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func killCommand(stdout io.Writer) *cobra.Command {
+	var all bool
+	c := &cobra.Command{
+		Use:   "kill NAME... | --all",
+		Short: "End sessions (their whole trees) and delete their records",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all == (len(args) > 0) {
+				return usageErr("kill: name sessions, or --all")
+			}
+			for _, n := range args {
+				if err := store.CheckName(n); err != nil {
+					return usageErr("%v", err)
+				}
+			}
+			dir, err := stateDir()
+			if err != nil {
+				return err
+			}
+			conn, c, err := dial(dir, true)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			resp, err := c.Kill(context.Background(), &pb.KillRequest{Names: args, All: all})
+			if resp != nil {
+				for _, n := range resp.Killed {
+					fmt.Fprintln(stdout, "killed", n)
+				}
+			}
+			if err != nil {
+				return rpcErr(err)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&all, "all", false, "end every session")
+	return c
+}

@@ -1,0 +1,315 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// daemonEnv is one test's state directory and marker; cleanup kills every
+// session and stops the daemon, so the survivor check can pass.
+type daemonEnv struct {
+	t     *testing.T
+	mark  string
+	state string
+}
+
+func newDaemonEnv(t *testing.T) *daemonEnv {
+	mark := testproc.Guard(t, 90*time.Second)
+	e := &daemonEnv{t: t, mark: mark, state: t.TempDir()}
+	t.Cleanup(func() {
+		e.run("kill", "--all")
+		e.run("daemon", "stop")
+	})
+	return e
+}
+
+// run runs corral with args and returns stdout, stderr and the exit code.
+func (e *daemonEnv) run(args ...string) (string, string, int) {
+	c := cli(e.t, e.mark, e.state, args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	return out.String(), errb.String(), exitCode(err)
+}
+
+func (e *daemonEnv) exec(session, code string) (string, int) {
+	out, errs, rc := e.run("exec", "-s", session, "--", code)
+	if rc != 0 && errs != "" {
+		e.t.Logf("exec %q: %s", code, errs)
+	}
+	return out, rc
+}
+
+func (e *daemonEnv) daemonPid() int {
+	b, _ := os.ReadFile(filepath.Join(e.state, "daemon.pid"))
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+type lsEntry struct {
+	Name      string `json:"name"`
+	State     string `json:"state"`
+	Cwd       string `json:"cwd"`
+	KeeperPid int    `json:"keeper_pid"`
+}
+
+func (e *daemonEnv) ls() map[string]lsEntry {
+	out, errs, rc := e.run("ls", "--json")
+	if rc != 0 {
+		e.t.Fatalf("ls: %d %s", rc, errs)
+	}
+	var list []lsEntry
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		e.t.Fatalf("ls: %q: %v", out, err)
+	}
+	m := map[string]lsEntry{}
+	for _, s := range list {
+		m[s.Name] = s
+	}
+	return m
+}
+
+func waitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !testproc.Alive(pid) {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
+}
+
+func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := t.TempDir()
+	if _, rc := e.exec("s1", "cd "+dir+"; export V=1"); rc != 0 {
+		t.Fatalf("rc %d", rc)
+	}
+	if out, _ := e.exec("s1", `echo "$PWD $V"`); out != dir+" 1\n" {
+		t.Fatalf("got %q", out)
+	}
+	if fi, _ := os.Stat(filepath.Join(e.state, "corral.sock")); fi == nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode %v", fi)
+	}
+	if fi, _ := os.Stat(e.state); fi.Mode().Perm() != 0o700 {
+		t.Fatalf("state dir mode %v", fi.Mode())
+	}
+	_, errs, rc := e.run("exec", "-s", "s1", "--timeout", "300ms", "--", "sleep 60 & setsid sleep 60 & sleep 60")
+	if rc != 124 {
+		t.Fatalf("timeout: exit %d %s", rc, errs)
+	}
+	if out, _ := e.exec("s1", `echo "${V:-unset}"`); out != "unset\n" {
+		t.Fatalf("after the timeout the shell was not fresh: %q", out)
+	}
+	if s := e.ls()["s1"]; s.State != "up" || s.KeeperPid == 0 {
+		t.Fatalf("ls %+v", s)
+	}
+	// Bad input: names, flags.
+	for _, args := range [][]string{{"exec", "-s", "bad/name", "--", "true"}, {"exec", "--", "true"}, {"exec", "-s", "x", "--bogus", "--", "true"}, {"kill"}} {
+		if _, _, rc := e.run(args...); rc != 2 {
+			t.Errorf("%q: exit %d, want 2", args, rc)
+		}
+	}
+	if _, _, rc := e.run("kill", "no-such"); rc != 1 {
+		t.Errorf("kill of a missing session: exit %d", rc)
+	}
+}
+
+func TestDaemonClientKilledMidCommand(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("s", "true")
+	c := cli(t, e.mark, e.state, "exec", "-s", "s", "--", "sleep 60 & echo $! > "+filepath.Join(e.state, "bg")+"; echo up; sleep 60")
+	out, _ := c.StdoutPipe()
+	c.Start()
+	out.Read(make([]byte, 3))
+	b, _ := os.ReadFile(filepath.Join(e.state, "bg"))
+	bg, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	c.Process.Kill()
+	c.Wait()
+	start := time.Now()
+	if !waitGone(bg, 2*time.Second) {
+		t.Fatalf("the command's tree outlived its client (pid %d)", bg)
+	}
+	t.Logf("tree gone %v after the client was killed", time.Since(start))
+	if el := time.Since(start); el > 200*time.Millisecond {
+		t.Errorf("tree gone only after %v (goal 200ms)", el)
+	}
+	if out, rc := e.exec("s", "echo next"); rc != 0 || out != "next\n" {
+		t.Fatalf("next call: %q %d", out, rc)
+	}
+}
+
+func TestDaemonKilledSessionsSurvive(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := t.TempDir()
+	e.exec("idle", "cd "+dir+"; export KEEP=yes")
+	e.exec("busy", "true")
+	before := e.ls()
+	// One session is running a command when the daemon dies.
+	c := cli(t, e.mark, e.state, "exec", "-s", "busy", "--", "echo up; sleep 60")
+	out, _ := c.StdoutPipe()
+	c.Start()
+	out.Read(make([]byte, 3))
+	dpid := e.daemonPid()
+	syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
+	if !waitGone(dpid, 5*time.Second) {
+		t.Fatal("daemon did not die")
+	}
+	c.Wait() // the client sees a clear error
+	for name, s := range before {
+		if !testproc.Alive(s.KeeperPid) {
+			t.Fatalf("session %s's keeper died with the daemon", name)
+		}
+	}
+	after := e.ls() // starts a new daemon, which re-adopts the keepers
+	for name, s := range before {
+		if after[name].State != "up" || after[name].KeeperPid != s.KeeperPid {
+			t.Fatalf("%s after restart: %+v (was %+v)", name, after[name], s)
+		}
+	}
+	if out, rc := e.exec("idle", `echo "$PWD $KEEP"`); rc != 0 || out != dir+" yes\n" {
+		t.Fatalf("same shell after restart: %q %d", out, rc)
+	}
+	if out, rc := e.exec("busy", "echo alive"); rc != 0 || out != "alive\n" {
+		t.Fatalf("busy session after restart: %q %d", out, rc)
+	}
+}
+
+func TestDaemonRebootKeepsRecords(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := t.TempDir()
+	e.exec("r", "cd "+dir+"; export SAVED=env")
+	s := e.ls()["r"]
+	e.run("daemon", "stop")
+	// A reboot: every keeper gone, the state directory kept.
+	syscall.Kill(s.KeeperPid, syscall.SIGKILL) // ours: recorded by our daemon
+	waitGone(s.KeeperPid, 5*time.Second)
+	if got := e.ls()["r"]; got.State != "down" {
+		t.Fatalf("after the reboot: %+v", got)
+	}
+	if out, rc := e.exec("r", `echo "$PWD $SAVED"`); rc != 0 || out != dir+" env\n" {
+		t.Fatalf("restored session: %q %d", out, rc)
+	}
+	if got := e.ls()["r"]; got.State != "up" || got.KeeperPid == s.KeeperPid {
+		t.Fatalf("after exec: %+v", got)
+	}
+}
+
+func TestDaemonStopKeepsEverything(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("a", "export A=1")
+	before := e.ls()
+	if _, errs, rc := e.run("daemon", "stop"); rc != 0 {
+		t.Fatalf("stop: %d %s", rc, errs)
+	}
+	if !testproc.Alive(before["a"].KeeperPid) {
+		t.Fatal("stopping the daemon killed a session")
+	}
+	if out, _ := e.exec("a", "echo $A"); out != "1\n" {
+		t.Fatalf("after stop: %q", out)
+	}
+}
+
+func TestDaemonTwoClientsOneSession(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("shared", "true")
+	var wg sync.WaitGroup
+	outs := make([]string, 2)
+	for i := range outs {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			outs[i], _ = e.exec("shared", "echo start"+strconv.Itoa(i)+"; sleep 0.3; echo end"+strconv.Itoa(i))
+		}(i)
+	}
+	wg.Wait()
+	for i, out := range outs {
+		if want := "start" + strconv.Itoa(i) + "\nend" + strconv.Itoa(i) + "\n"; out != want {
+			t.Fatalf("client %d got %q", i, out)
+		}
+	}
+}
+
+// peerProbe asks the daemon on sock for its status and prints "served" or
+// "refused": the test binary runs it as another user.
+func peerProbe(sock string) int {
+	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := pb.NewDaemonClient(conn).Status(ctx, &pb.StatusRequest{}); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		if strings.Contains(err.Error(), "permission denied") {
+			fmt.Println("unreachable") // the filesystem said no, not the daemon
+		} else {
+			fmt.Println("refused")
+		}
+		return 0
+	}
+	fmt.Println("served")
+	return 0
+}
+
+func TestDaemonRefusesOtherUsers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run a client as another user")
+	}
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		t.Skip("no setpriv")
+	}
+	e := newDaemonEnv(t)
+	e.exec("mine", "true")
+	sock := filepath.Join(e.state, "corral.sock")
+	// Let the other user reach the socket at all (every directory on the
+	// way, the socket itself), so that only the daemon's peer check can
+	// refuse it.
+	for _, d := range []string{filepath.Dir(e.state), e.state} {
+		os.Chmod(d, 0o711)
+	}
+	os.Chmod(sock, 0o666)
+	defer os.Chmod(e.state, 0o700)
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o711)
+	os.Chmod(dir, 0o755)
+	probe := filepath.Join(dir, "probe")
+	data, _ := os.ReadFile(os.Args[0])
+	os.WriteFile(probe, data, 0o755)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{probe}, "served"}, // ourselves: the control
+		{[]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", probe}, "refused"},
+	} {
+		c := exec.Command(tc.args[0], tc.args[1:]...)
+		c.Env = append(testproc.Env(e.mark), "CORRAL_PEER_PROBE="+sock)
+		out, err := c.Output()
+		if err != nil || strings.TrimSpace(string(out)) != tc.want {
+			t.Fatalf("%v: %q %v, want %q", tc.args[0], out, err, tc.want)
+		}
+	}
+}
