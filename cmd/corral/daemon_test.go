@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
@@ -311,5 +312,74 @@ func TestDaemonRefusesOtherUsers(t *testing.T) {
 		if err != nil || strings.TrimSpace(string(out)) != tc.want {
 			t.Fatalf("%v: %q %v, want %q", tc.args[0], out, err, tc.want)
 		}
+	}
+}
+
+func TestDaemonReapsWhatADeadKeeperLeft(t *testing.T) {
+	e := newDaemonEnv(t)
+	bgFile := filepath.Join(e.state, "bg")
+	e.exec("orphaned", "true")
+	// A command with a background child runs when the keeper dies and no
+	// daemon is there to notice. The daemon is frozen first (SIGSTOP: its
+	// connection to the keeper stays open, so the keeper does not cancel
+	// the command as it would for a client that went away), then the
+	// keeper and the daemon are killed (by their recorded pids: ours).
+	c := cli(t, e.mark, e.state, "exec", "-s", "orphaned", "--", "setsid sleep 60 & echo $! > "+bgFile+"; echo up; sleep 60")
+	out, _ := c.StdoutPipe()
+	c.Start()
+	out.Read(make([]byte, 3))
+	keeperPid := e.ls()["orphaned"].KeeperPid
+	dpid := e.daemonPid()
+	syscall.Kill(dpid, syscall.SIGSTOP)
+	syscall.Kill(keeperPid, syscall.SIGKILL)
+	waitGone(keeperPid, 5*time.Second)
+	syscall.Kill(dpid, syscall.SIGKILL)
+	waitGone(dpid, 5*time.Second)
+	c.Wait()
+	b, _ := os.ReadFile(bgFile)
+	bg, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if !testproc.Alive(bg) {
+		t.Fatal("the setup failed: the orphan is already gone")
+	}
+	// A foreign process whose pid a forged record claims, with the wrong
+	// start time: the identity gate must leave it alone.
+	foreign := exec.Command("sleep", "60")
+	foreign.Env = testproc.Env(e.mark)
+	foreign.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	foreign.Start()
+	defer func() { foreign.Process.Kill(); foreign.Wait() }()
+	forgeKeeper(t, e.state, "forged", foreign.Process.Pid)
+
+	list := e.ls() // the next daemon start reaps
+	if !waitGone(bg, 5*time.Second) {
+		t.Fatalf("the dead keeper's orphan %d survived the next daemon start", bg)
+	}
+	if list["orphaned"].State != "down" || list["forged"].State != "down" {
+		t.Fatalf("after recovery: %+v", list)
+	}
+	if !testproc.Alive(foreign.Process.Pid) {
+		t.Fatal("a foreign process behind a forged record was killed")
+	}
+	if out, rc := e.exec("orphaned", "echo back"); rc != 0 || out != "back\n" {
+		t.Fatalf("after recovery: %q %d", out, rc)
+	}
+}
+
+// forgeKeeper writes a session record whose keeper claims pid with a
+// start time that is not that process's, as a recycled pid would look.
+func forgeKeeper(t *testing.T, state, name string, pid int) {
+	t.Helper()
+	e := &daemonEnv{t: t, state: state}
+	e.run("daemon", "stop")
+	s, err := store.Open(filepath.Join(state, "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err := s.Put(&store.Session{Name: name, Shell: "/bin/sh", Cwd: "/", State: store.Up,
+		Keeper: &store.Keeper{Pid: pid, StartTime: 1, BootID: strings.TrimSpace(string(boot)), Isolation: "pgroup",
+			Pgid: pid, Marker: "CORRAL_TREE=forged", Socket: filepath.Join(state, "keepers", "forged.sock")}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -194,9 +195,27 @@ func (t *cgroupTree) Close() error {
 	return removeCgroup(t.dir)
 }
 
-// RemoveCgroup removes an empty tree cgroup, retrying briefly while the
-// kernel finishes tearing down its last processes.
+// removeCgroup removes an empty tree cgroup and the cgroups below it,
+// deepest first, retrying briefly while the kernel finishes tearing down
+// their last processes.
 func removeCgroup(dir string) error {
+	var dirs []string
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	var err error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err = rmdirRetry(dirs[i]); err != nil {
+			break
+		}
+	}
+	return err
+}
+
+func rmdirRetry(dir string) error {
 	var err error
 	for i := 0; i < 100; i++ {
 		err = unix.Rmdir(dir)
@@ -211,18 +230,36 @@ func removeCgroup(dir string) error {
 	return fmt.Errorf("remove cgroup %s: %w", dir, err)
 }
 
+// cgroupProcs lists the processes of the cgroup and of every cgroup below
+// it (a tree's own cgroups, when a command runs corral itself, or a
+// keeper's session): cgroup.procs alone lists only a cgroup's own.
 func cgroupProcs(dir string) ([]int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
 	var pids []int
-	for _, f := range bytes.Fields(b) {
-		if pid, err := strconv.Atoi(string(f)); err == nil {
-			pids = append(pids, pid)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p != dir && errors.Is(err, fs.ErrNotExist) {
+				return nil // a child cgroup removed meanwhile
+			}
+			return err
 		}
-	}
-	return pids, nil
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err != nil {
+			if p != dir && errors.Is(err, fs.ErrNotExist) {
+				return fs.SkipDir
+			}
+			return err
+		}
+		for _, f := range bytes.Fields(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids, err
 }
 
 func killCgroup(dir string) error {
