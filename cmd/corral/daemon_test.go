@@ -7,6 +7,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -381,5 +383,56 @@ func forgeKeeper(t *testing.T, state, name string, pid int) {
 		Keeper: &store.Keeper{Pid: pid, StartTime: 1, BootID: strings.TrimSpace(string(boot)), Isolation: "pgroup",
 			Pgid: pid, Marker: "CORRAL_TREE=forged", Socket: filepath.Join(state, "keepers", "forged.sock")}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestDaemonStopWhileACommandRuns(t *testing.T) {
+	e := newDaemonEnv(t)
+	goFile := filepath.Join(e.state, "go")
+	e.exec("busy", "export KEEP=1")
+	keeper := e.ls()["busy"].KeeperPid
+	c := cli(t, e.mark, e.state, "exec", "-s", "busy", "--", "echo up; while [ ! -e "+goFile+" ]; do sleep 0.01; done; echo finished")
+	var out bytes.Buffer
+	pr, pw, _ := os.Pipe()
+	c.Stdout = pw
+	c.Start()
+	pw.Close()
+	buf := make([]byte, 3)
+	pr.Read(buf)
+	out.Write(buf)
+	copied := make(chan struct{})
+	go func() { io.Copy(&out, pr); close(copied) }()
+
+	stopDone := make(chan int)
+	go func() { _, _, rc := e.run("daemon", "stop"); stopDone <- rc }()
+	// The daemon has begun to stop once its socket refuses connections.
+	sock := filepath.Join(e.state, "corral.sock")
+	for {
+		conn, err := net.Dial("unix", sock)
+		if err != nil {
+			break
+		}
+		conn.Close()
+		time.Sleep(time.Millisecond)
+	}
+	os.WriteFile(goFile, nil, 0o600) // only now may the command finish
+	if rc := exitCode(c.Wait()); rc != 0 {
+		t.Fatalf("the running command: exit %d", rc)
+	}
+	<-copied
+	if out.String() != "up\nfinished\n" {
+		t.Fatalf("the running command's output: %q", out.String())
+	}
+	if rc := <-stopDone; rc != 0 {
+		t.Fatalf("daemon stop: exit %d", rc)
+	}
+	if !testproc.Alive(keeper) {
+		t.Fatal("stopping the daemon killed the session")
+	}
+	if s := e.ls()["busy"]; s.State != "up" || s.KeeperPid != keeper {
+		t.Fatalf("record after stop: %+v", s)
+	}
+	if got, _ := e.exec("busy", "echo $KEEP"); got != "1\n" {
+		t.Fatalf("session after stop: %q", got)
 	}
 }

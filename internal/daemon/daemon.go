@@ -437,13 +437,13 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	if start == nil {
 		return status.Error(codes.InvalidArgument, "the first message must be an ExecStart")
 	}
+	if err := CheckStart(start); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
 	if start.Oneshot {
 		return keeper.ServeExec(&replay{Daemon_ExecServer: stream, first: first}, func(ctx context.Context, s *pb.ExecStart, opts session.Options) (*corral.Result, error) {
 			return session.RunOnce(ctx, session.Config{Shell: shellOf(s.Env), Dir: s.Cwd, Env: s.Env}, s.Command, opts)
 		})
-	}
-	if err := store.CheckName(start.Session); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	kc, err := d.keeperFor(start.Session, start)
 	if err != nil {
@@ -460,6 +460,35 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 		return nil
 	})
 	return err
+}
+
+// MaxCommand bounds the shell code of one command.
+const MaxCommand = 1 << 20
+
+// CheckStart validates an ExecStart from a client before anything is
+// created or started.
+func CheckStart(s *pb.ExecStart) error {
+	switch {
+	case s.TimeoutMs < 0:
+		return errors.New("negative timeout")
+	case s.MaxOutput < 0:
+		return errors.New("negative output limit")
+	case len(s.Command) > MaxCommand:
+		return fmt.Errorf("command of %d bytes (at most %d)", len(s.Command), MaxCommand)
+	case strings.IndexByte(s.Command, 0) >= 0:
+		return errors.New("NUL byte in command")
+	case s.Cwd != "" && !filepath.IsAbs(s.Cwd):
+		return fmt.Errorf("cwd %q is not absolute", s.Cwd)
+	}
+	for _, kv := range s.Env {
+		if strings.IndexByte(kv, 0) >= 0 || !strings.Contains(kv, "=") {
+			return fmt.Errorf("malformed environment entry %q", kv)
+		}
+	}
+	if s.Oneshot {
+		return nil
+	}
+	return store.CheckName(s.Session)
 }
 
 // replay hands back the first message once more, for ServeExec.
