@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
 	"github.com/corral-dev/corral/internal/statedir"
 	"github.com/corral-dev/corral/internal/store"
@@ -315,16 +315,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		case *pb.ExecResponse_Stderr:
 			stderr.Write(x.Stderr)
 		case *pb.ExecResponse_Result:
-			return exitFor(resultFromProto(x.Result), nil, 0)
+			return exitFor(client.ResultFromProto(x.Result), nil, 0)
 		}
 	}
-}
-
-func resultFromProto(r *pb.Result) *corral.Result {
-	res := &corral.Result{Outcome: corral.Outcome(r.Outcome), ExitCode: int(r.ExitCode), Signal: int(r.Signal),
-		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, Error: r.Error,
-		KillFailed: r.KillFailed, DrainCutOff: r.DrainCutOff, Duration: time.Duration(r.DurationUs) * time.Microsecond}
-	return res
 }
 
 func lsCommand(stdout io.Writer) *cobra.Command {

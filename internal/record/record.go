@@ -20,10 +20,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/corral-dev/corral/internal/store"
 )
 
 // Version is the schema version of records this build writes and reads.
@@ -54,8 +55,6 @@ type Record struct {
 	Created   time.Time `json:"created"`
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 // Store is a directory of records.
 type Store struct{ Dir string }
 
@@ -63,7 +62,7 @@ func (s Store) path(id string) string { return filepath.Join(s.Dir, id+".json") 
 
 // Write stores r durably, replacing any record with the same id.
 func (s Store) Write(r *Record) error {
-	if !idPattern.MatchString(r.ID) {
+	if !store.ValidName(r.ID, 128) {
 		return fmt.Errorf("record id %q: %w", r.ID, ErrBadRecord)
 	}
 	r.Version = Version

@@ -1,0 +1,166 @@
+// Package client talks to a running corral daemon from Go: run commands in
+// named sessions, list and end them.
+//
+//	c, err := client.Dial(stateDir) // "" for the default state directory
+//	res, err := c.Exec(ctx, "build", "make -j8", client.ExecOptions{Stdout: os.Stdout})
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/corral-dev/corral"
+	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/statedir"
+)
+
+// Client is a connection to a daemon. It is safe for concurrent use.
+type Client struct {
+	conn *grpc.ClientConn
+	api  pb.DaemonClient
+}
+
+// Dial connects to the daemon serving stateDir ("" means the default
+// state directory). It does not start one.
+func Dial(stateDir string) (*Client, error) {
+	if stateDir == "" {
+		var err error
+		if stateDir, err = statedir.Path(); err != nil {
+			return nil, err
+		}
+	}
+	conn, err := grpc.NewClient("unix:"+daemon.SocketPath(stateDir), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: conn, api: pb.NewDaemonClient(conn)}, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// ExecOptions are the settings of one command.
+type ExecOptions struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Timeout        time.Duration
+	MaxOutput      int64
+	// Oneshot runs the command in a fresh contained shell.
+	Oneshot bool
+	// Dir and Env are a new session's initial directory and environment
+	// (and a oneshot command's); "" and nil mean this process's.
+	Dir string
+	Env []string
+}
+
+// Exec runs code in session name (created on first use) and returns its
+// result. Cancelling ctx cancels the command (and resets the session).
+func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*corral.Result, error) {
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.Dir == "" {
+		o.Dir, _ = os.Getwd()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	st, err := c.api.Exec(ctx)
+	if err != nil {
+		return nil, err
+	}
+	start := &pb.ExecStart{Session: name, Command: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput,
+		Oneshot: o.Oneshot, Cwd: o.Dir, Env: o.Env, Stdin: o.Stdin != nil}
+	if err := st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: start}}); err != nil {
+		return nil, err
+	}
+	if o.Stdin != nil {
+		go func() {
+			buf := make([]byte, 32<<10)
+			for {
+				n, err := o.Stdin.Read(buf)
+				if n > 0 && st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
+					return
+				}
+				if err != nil {
+					st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}})
+					return
+				}
+			}
+		}()
+	}
+	for {
+		m, err := st.Recv()
+		if err != nil {
+			return nil, err
+		}
+		switch x := m.Msg.(type) {
+		case *pb.ExecResponse_Stdout:
+			if o.Stdout != nil {
+				o.Stdout.Write(x.Stdout)
+			}
+		case *pb.ExecResponse_Stderr:
+			if o.Stderr != nil {
+				o.Stderr.Write(x.Stderr)
+			}
+		case *pb.ExecResponse_Result:
+			res := ResultFromProto(x.Result)
+			if res.Outcome == corral.OutcomeExited && res.ExitCode == 0 {
+				return res, nil
+			}
+			return res, &corral.RunError{Result: res}
+		}
+	}
+}
+
+// Session describes one session as the daemon lists it.
+type Session struct {
+	Name, State, Shell, Cwd string
+	Created, LastUsed       time.Time
+	KeeperPid               int
+}
+
+// List lists the sessions.
+func (c *Client) List(ctx context.Context) ([]Session, error) {
+	resp, err := c.api.List(ctx, &pb.ListRequest{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Session, 0, len(resp.Sessions))
+	for _, s := range resp.Sessions {
+		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.Cwd,
+			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), KeeperPid: int(s.KeeperPid)})
+	}
+	return out, nil
+}
+
+// Kill ends the named sessions (all of them with all set).
+func (c *Client) Kill(ctx context.Context, all bool, names ...string) error {
+	_, err := c.api.Kill(ctx, &pb.KillRequest{Names: names, All: all})
+	if err != nil {
+		return fmt.Errorf("kill: %w", err)
+	}
+	return nil
+}
+
+// ResultFromProto converts a result from the wire.
+func ResultFromProto(r *pb.Result) *corral.Result {
+	res := &corral.Result{Outcome: corral.Outcome(r.Outcome), ExitCode: int(r.ExitCode), Signal: int(r.Signal),
+		Duration: time.Duration(r.DurationUs) * time.Microsecond, FirstOutput: -1,
+		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, Error: r.Error,
+		KillFailed: r.KillFailed, DrainCutOff: r.DrainCutOff}
+	if r.FirstOutputUs >= 0 {
+		res.FirstOutput = time.Duration(r.FirstOutputUs) * time.Microsecond
+	}
+	if r.StartedUnixNano != 0 {
+		res.StartedAt = time.Unix(0, r.StartedUnixNano)
+		res.EndedAt = res.StartedAt.Add(res.Duration)
+	}
+	return res
+}

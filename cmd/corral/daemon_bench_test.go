@@ -1,0 +1,168 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/client"
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// BenchmarkExecRoundTrip: "true" in a warm session through the corral CLI
+// and through the Go client, against spawning "bash -c true" and against a
+// tmux-driven shell (send-keys, then wait-for), in one run.
+func BenchmarkExecRoundTrip(b *testing.B) {
+	mark := "CORRAL_TEST_MARK=bench-roundtrip"
+	state := b.TempDir()
+	env := append(os.Environ(), mark, "CORRAL_STATE_DIR="+state)
+	run := func(args ...string) {
+		c := exec.Command(corralBin, args...)
+		c.Env = env
+		if out, err := c.CombinedOutput(); err != nil {
+			b.Fatalf("%v: %v %s", args, err, out)
+		}
+	}
+	run("exec", "-s", "bench", "--", "true")
+	defer func() { run("kill", "--all"); run("daemon", "stop") }()
+	cl, err := client.Dial(state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	tmux := startTmux(b)
+	defer tmux.stop()
+
+	ctx := context.Background()
+	var spawn, viaTmux, viaCLI, viaClient time.Duration
+	for i := 0; i < b.N; i++ {
+		t := time.Now()
+		exec.Command("bash", "-c", "true").Run()
+		spawn += time.Since(t)
+		t = time.Now()
+		tmux.roundTrip(b)
+		viaTmux += time.Since(t)
+		t = time.Now()
+		run("exec", "-s", "bench", "--", "true")
+		viaCLI += time.Since(t)
+		t = time.Now()
+		if _, err := cl.Exec(ctx, "bench", "true", client.ExecOptions{Env: env}); err != nil {
+			b.Fatal(err)
+		}
+		viaClient += time.Since(t)
+	}
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) / 1000 }
+	b.ReportMetric(per(spawn), "bash-c-ms")
+	b.ReportMetric(per(viaTmux), "tmux-ms")
+	b.ReportMetric(per(viaCLI), "corral-cli-ms")
+	b.ReportMetric(per(viaClient), "go-client-ms")
+}
+
+type tmuxShell struct{ sock string }
+
+func startTmux(b *testing.B) *tmuxShell {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		b.Skip("no tmux")
+	}
+	t := &tmuxShell{sock: filepath.Join(b.TempDir(), "tmux.sock")}
+	if out, err := exec.Command("tmux", "-S", t.sock, "new-session", "-d", "-s", "bench", "bash", "--norc").CombinedOutput(); err != nil {
+		b.Fatalf("tmux: %v %s", err, out)
+	}
+	return t
+}
+
+func (t *tmuxShell) roundTrip(b *testing.B) {
+	if err := exec.Command("tmux", "-S", t.sock, "send-keys", "-t", "bench", "true; tmux -S "+t.sock+" wait-for -S done", "Enter").Run(); err != nil {
+		b.Fatal(err)
+	}
+	if err := exec.Command("tmux", "-S", t.sock, "wait-for", "done").Run(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func (t *tmuxShell) stop() { exec.Command("tmux", "-S", t.sock, "kill-server").Run() }
+
+// pss reads a process's proportional set size in KiB.
+func pss(pid int) int {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "Pss:"); ok {
+			n, _ := strconv.Atoi(strings.Fields(rest)[0])
+			return n
+		}
+	}
+	return 0
+}
+
+// BenchmarkIdleSessions: 200 idle sessions. Reports the memory each costs
+// (keeper PSS; its shell's PSS apart), the daemon's growth per session, and
+// the latency of corral ls. Goals: corral's own cost under 1 MiB per idle
+// session beyond its shell; ls under 50 ms.
+func BenchmarkIdleSessions(b *testing.B) {
+	const n = 200
+	mark := testproc.MarkerName + "=bench-idle"
+	state := b.TempDir()
+	env := append(os.Environ(), mark, "CORRAL_STATE_DIR="+state)
+	cl := func(args ...string) (string, error) {
+		c := exec.Command(corralBin, args...)
+		c.Env = env
+		out, err := c.Output()
+		return string(out), err
+	}
+	cl("exec", "-s", "s0", "--", "true")
+	defer func() { cl("kill", "--all"); cl("daemon", "stop") }()
+	dpidB, _ := os.ReadFile(filepath.Join(state, "daemon.pid"))
+	dpid, _ := strconv.Atoi(strings.TrimSpace(string(dpidB)))
+	daemonBefore := pss(dpid)
+	c, err := client.Dial(state)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for i := 1; i < n; i++ {
+		if _, err := c.Exec(context.Background(), fmt.Sprintf("s%d", i), "true", client.ExecOptions{Env: env}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sessions, _ := c.List(context.Background())
+	time.Sleep(500 * time.Millisecond) // let the keepers go idle
+	var keeperKiB, shellKiB int
+	for _, s := range sessions {
+		keeperKiB += pss(s.KeeperPid)
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", s.KeeperPid, s.KeeperPid))
+		for _, f := range strings.Fields(string(kids)) {
+			p, _ := strconv.Atoi(f)
+			shellKiB += pss(p)
+		}
+	}
+	daemonAfter := pss(dpid)
+	b.ResetTimer()
+	var lsTime time.Duration
+	for i := 0; i < b.N; i++ {
+		t := time.Now()
+		if _, err := cl("ls"); err != nil {
+			b.Fatal(err)
+		}
+		lsTime += time.Since(t)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(len(sessions)), "sessions")
+	b.ReportMetric(float64(keeperKiB)/float64(len(sessions)), "keeper-PSS-KiB/session")
+	b.ReportMetric(float64(shellKiB)/float64(len(sessions)), "shell-PSS-KiB/session")
+	b.ReportMetric(float64(daemonAfter-daemonBefore)/float64(len(sessions)), "daemon-KiB/session")
+	b.ReportMetric(float64(lsTime.Microseconds())/float64(b.N)/1000, "ls-ms")
+}
