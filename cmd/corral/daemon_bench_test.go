@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/client"
+	"github.com/corral-dev/corral/internal/proc"
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
@@ -143,9 +144,8 @@ func BenchmarkIdleSessions(b *testing.B) {
 	var keeperKiB, shellKiB int
 	for _, s := range sessions {
 		keeperKiB += pss(s.KeeperPid)
-		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", s.KeeperPid, s.KeeperPid))
-		for _, f := range strings.Fields(string(kids)) {
-			p, _ := strconv.Atoi(f)
+		kids, _ := proc.Children(s.KeeperPid) // every thread's children
+		for _, p := range kids {
 			shellKiB += pss(p)
 		}
 	}
