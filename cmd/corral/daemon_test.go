@@ -436,3 +436,50 @@ func TestDaemonStopWhileACommandRuns(t *testing.T) {
 		t.Fatalf("session after stop: %q", got)
 	}
 }
+
+func TestDaemonListingDuringRestoreIsWhole(t *testing.T) {
+	e := newDaemonEnv(t)
+	const n = 15
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+		e.exec("r"+strconv.Itoa(i), "cd "+dirs[i])
+	}
+	before := e.ls()
+	e.run("daemon", "stop")
+	for _, s := range before { // a reboot: the keepers die, the records stay
+		syscall.Kill(s.KeeperPid, syscall.SIGKILL) // ours: recorded by our daemon
+		waitGone(s.KeeperPid, 5*time.Second)
+	}
+	e.ls() // a new daemon: every session down
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); e.exec("r"+strconv.Itoa(i), "true") }(i)
+	}
+	restored := make(chan struct{})
+	go func() { wg.Wait(); close(restored) }()
+	for listings := 0; ; listings++ {
+		for name, s := range e.ls() {
+			i, _ := strconv.Atoi(strings.TrimPrefix(name, "r"))
+			switch {
+			case s.Cwd != dirs[i]:
+				t.Fatalf("listing %d: %s lost its cwd: %+v", listings, name, s)
+			case s.State == "up" && (s.KeeperPid == 0 || !testproc.Alive(s.KeeperPid)):
+				t.Fatalf("listing %d: %s up without a live keeper: %+v", listings, name, s)
+			case s.State != "up" && s.State != "down":
+				t.Fatalf("listing %d: %s in state %q", listings, name, s.State)
+			}
+		}
+		select {
+		case <-restored:
+			for name, s := range e.ls() {
+				if s.State != "up" {
+					t.Fatalf("%s not restored: %+v", name, s)
+				}
+			}
+			return
+		default:
+		}
+	}
+}
