@@ -43,6 +43,11 @@ func Dial(stateDir string) (*Client, error) {
 	return &Client{conn: conn, api: pb.NewDaemonClient(conn)}, nil
 }
 
+// FromConn makes a Client of an established connection to a daemon.
+func FromConn(conn *grpc.ClientConn) *Client {
+	return &Client{conn: conn, api: pb.NewDaemonClient(conn)}
+}
+
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -89,6 +90,17 @@ func dial(dir string, start bool) (*grpc.ClientConn, pb.DaemonClient, error) {
 	return nil, nil, &exitError{code: exitInternal, msg: "the daemon did not start; see " + filepath.Join(dir, "daemon.log")}
 }
 
+// connect dials the daemon of the state directory, starting one if none
+// answers and start is set.
+func connect(start bool) (*grpc.ClientConn, pb.DaemonClient, string, error) {
+	dir, err := stateDir()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	conn, c, err := dial(dir, start)
+	return conn, c, dir, err
+}
+
 // spawnDaemon starts "corral daemon" in a session of its own, detached from
 // this process and its terminal.
 func spawnDaemon(dir string) error {
@@ -122,18 +134,23 @@ each is held by a keeper process of its own.`,
 		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: []string{"stop", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := stateDir()
-			if err != nil {
-				return err
-			}
-			switch {
-			case len(args) == 0:
-				return runDaemon(dir)
-			case args[0] == "stop":
-				conn, c, err := dial(dir, false)
+			if len(args) == 0 {
+				dir, err := stateDir()
 				if err != nil {
 					return err
 				}
+				return runDaemon(dir)
+			}
+			if args[0] != "stop" && args[0] != "status" {
+				return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
+			}
+			conn, c, dir, err := connect(false)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			switch args[0] {
+			case "stop":
 				defer conn.Close()
 				if _, err := c.Stop(context.Background(), &pb.StopRequest{}); err != nil {
 					return rpcErr(err)
@@ -147,12 +164,7 @@ each is held by a keeper process of its own.`,
 					time.Sleep(10 * time.Millisecond)
 				}
 				return &exitError{code: exitInternal, msg: "the daemon did not stop within 10s"}
-			case args[0] == "status":
-				conn, c, err := dial(dir, false)
-				if err != nil {
-					return err
-				}
-				defer conn.Close()
+			default:
 				st, err := c.Status(context.Background(), &pb.StatusRequest{})
 				if err != nil {
 					return rpcErr(err)
@@ -165,7 +177,6 @@ each is held by a keeper process of its own.`,
 					st.StateDir, st.Sessions, time.Unix(st.StartedUnix, 0).Format(time.RFC3339))
 				return nil
 			}
-			return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
@@ -259,11 +270,7 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		start.Cwd = abs
 		start.Command = "cd -- '" + strings.ReplaceAll(abs, "'", `'\''`) + "' && {\n" + start.Command + "\n}"
 	}
-	dir, err := stateDir()
-	if err != nil {
-		return err
-	}
-	conn, c, err := dial(dir, true)
+	conn, _, _, err := connect(true)
 	if err != nil {
 		return err
 	}
@@ -273,51 +280,26 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	var got syscall.Signal
+	var got atomic.Int32
 	go func() {
-		s := <-sigs
-		got = s.(syscall.Signal)
-		cancel() // closing the stream cancels the command
+		if s, ok := <-sigs; ok {
+			got.Store(int32(s.(syscall.Signal)))
+			cancel() // closing the stream cancels the command
+		}
 	}()
-	st, err := c.Exec(ctx)
-	if err != nil {
-		return rpcErr(err)
-	}
-	if err := st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: start}}); err != nil {
-		return rpcErr(err)
-	}
+	opts := client.ExecOptions{Stdout: stdout, Stderr: stderr, Timeout: time.Duration(start.TimeoutMs) * time.Millisecond,
+		MaxOutput: start.MaxOutput, Oneshot: start.Oneshot, Dir: start.Cwd, Env: start.Env}
 	if stdin != nil {
-		go func() {
-			buf := make([]byte, 32<<10)
-			for {
-				n, err := stdin.Read(buf)
-				if n > 0 && st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
-					return
-				}
-				if err != nil {
-					st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}})
-					return
-				}
-			}
-		}()
+		opts.Stdin = stdin
 	}
-	for {
-		m, err := st.Recv()
-		if err != nil {
-			if got != 0 {
-				return &exitError{code: 128 + int(got), msg: fmt.Sprintf("stopped on %v", got)}
-			}
-			return rpcErr(err)
-		}
-		switch x := m.Msg.(type) {
-		case *pb.ExecResponse_Stdout:
-			stdout.Write(x.Stdout)
-		case *pb.ExecResponse_Stderr:
-			stderr.Write(x.Stderr)
-		case *pb.ExecResponse_Result:
-			return exitFor(client.ResultFromProto(x.Result), nil, 0)
-		}
+	res, err := client.FromConn(conn).Exec(ctx, start.Session, start.Command, opts)
+	if res != nil {
+		return exitFor(res, nil, 0)
 	}
+	if sig := syscall.Signal(got.Load()); sig != 0 {
+		return &exitError{code: 128 + int(sig), msg: fmt.Sprintf("stopped on %v", sig)}
+	}
+	return rpcErr(err)
 }
 
 func lsCommand(stdout io.Writer) *cobra.Command {
@@ -327,11 +309,7 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 		Short: "List the named sessions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			dir, err := stateDir()
-			if err != nil {
-				return err
-			}
-			conn, c, err := dial(dir, true)
+			conn, c, _, err := connect(true)
 			if err != nil {
 				return err
 			}
@@ -376,11 +354,7 @@ func killCommand(stdout io.Writer) *cobra.Command {
 					return usageErr("%v", err)
 				}
 			}
-			dir, err := stateDir()
-			if err != nil {
-				return err
-			}
-			conn, c, err := dial(dir, true)
+			conn, c, _, err := connect(true)
 			if err != nil {
 				return err
 			}

@@ -43,6 +43,7 @@ import (
 	"github.com/corral-dev/corral/internal/contain"
 	"github.com/corral-dev/corral/internal/keeper"
 	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/unixsock"
 	"github.com/corral-dev/corral/session"
 )
 
@@ -99,12 +100,15 @@ func Open(cfg Config) (*Daemon, error) {
 	d := &Daemon{cfg: cfg, store: st, started: time.Now(), stopped: make(chan struct{}),
 		keepers: map[string]*keeperConn{}, creates: map[string]*sync.Mutex{}}
 	d.recover()
-	lis, err := listen(SocketPath(cfg.StateDir))
+	lis, err := unixsock.Listen(SocketPath(cfg.StateDir))
+	if errors.Is(err, unixsock.ErrInUse) {
+		err = fmt.Errorf("%w: %w", ErrRunning, err)
+	}
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	if d.lis, err = checkPeers(lis); err != nil {
+	if d.lis, err = unixsock.OwnerOnly(lis); err != nil {
 		lis.Close()
 		st.Close()
 		return nil, err
@@ -113,27 +117,6 @@ func Open(cfg Config) (*Daemon, error) {
 	pb.RegisterDaemonServer(d.srv, d)
 	os.WriteFile(filepath.Join(cfg.StateDir, "daemon.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600)
 	return d, nil
-}
-
-// listen listens on path (0600), replacing a stale socket file only when
-// nothing answers on it.
-func listen(path string) (net.Listener, error) {
-	if _, err := os.Stat(path); err == nil {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("%s: %w", path, ErrRunning)
-		}
-		os.Remove(path)
-	}
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		lis.Close()
-		return nil, err
-	}
-	return lis, nil
 }
 
 // ErrRunning means another daemon serves this state directory.

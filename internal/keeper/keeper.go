@@ -8,7 +8,6 @@ package keeper
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/unixsock"
 	"github.com/corral-dev/corral/session"
 )
 
@@ -52,7 +52,7 @@ func Listen(cfg Config) (*Keeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	lis, err := listenUnix(cfg.Socket)
+	lis, err := unixsock.Listen(cfg.Socket)
 	if err != nil {
 		s.Close()
 		return nil, err
@@ -60,29 +60,6 @@ func Listen(cfg Config) (*Keeper, error) {
 	k := &Keeper{cfg: cfg, sess: s, lis: lis, done: make(chan struct{}), srv: grpc.NewServer()}
 	pb.RegisterKeeperServer(k.srv, k)
 	return k, nil
-}
-
-// listenUnix listens on path with mode 0600. An existing socket file is
-// dialled first and removed only if nothing answers (it is stale).
-func listenUnix(path string) (net.Listener, error) {
-	if _, err := os.Stat(path); err == nil {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("socket %s: another process is serving on it", path)
-		}
-		os.Remove(path)
-	}
-	// The socket lives in the 0700 state directory, so the moment before
-	// the chmod exposes nothing; no process-wide umask is touched.
-	lis, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		lis.Close()
-		return nil, fmt.Errorf("socket %s: %w", path, err)
-	}
-	return lis, nil
 }
 
 // Serve answers requests until Shutdown is called or ctx ends; then the

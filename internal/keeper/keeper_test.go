@@ -138,7 +138,7 @@ func TestKeeperClientGoneCancelsTheCommand(t *testing.T) {
 func TestKeeperRefusesALiveSocketAndReplacesAStaleOne(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
 	_, _, sock := startKeeper(t, mark)
-	if _, err := Listen(Config{Name: "t2", Socket: sock, Session: session.Config{Shell: "bash"}}); err == nil || !strings.Contains(err.Error(), "another process") {
+	if _, err := Listen(Config{Name: "t2", Socket: sock, Session: session.Config{Shell: "bash"}}); err == nil || !strings.Contains(err.Error(), "another process is serving") {
 		t.Fatalf("second keeper on a live socket: %v", err)
 	}
 	stale := filepath.Join(t.TempDir(), "stale.sock")
