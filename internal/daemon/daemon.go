@@ -434,7 +434,11 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	}
 	err = proxyExec(stream, first, kc)
 	name := start.Session
-	info, ierr := kc.client.Info(context.Background(), &pb.KeeperInfoRequest{})
+	// Record the session's state as of this command. Bounded: a keeper
+	// that does not answer must not hold this call open.
+	ictx, icancel := context.WithTimeout(context.Background(), 2*time.Second)
+	info, ierr := kc.client.Info(ictx, &pb.KeeperInfoRequest{})
+	icancel()
 	d.store.Update(name, func(r *store.Session) error {
 		r.LastUsed = time.Now().UTC()
 		if ierr == nil {
