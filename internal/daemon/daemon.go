@@ -143,13 +143,7 @@ func (d *Daemon) Serve(ctx context.Context) error {
 // releases the store. It touches no keeper and no record.
 func (d *Daemon) shutdown() {
 	d.once.Do(func() {
-		done := make(chan struct{})
-		go func() { d.srv.GracefulStop(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			d.srv.Stop()
-		}
+		keeper.StopServer(d.srv, 5*time.Second)
 		d.mu.Lock()
 		for _, k := range d.keepers {
 			k.conn.Close()

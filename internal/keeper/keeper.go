@@ -41,8 +41,9 @@ type Keeper struct {
 	sess *session.Session
 	srv  *grpc.Server
 	lis  net.Listener
-	done chan struct{}
-	once sync.Once
+	done chan struct{} // closed (once, by quit) when Shutdown is asked for
+	quit sync.Once
+	once sync.Once // stop
 	pb.UnimplementedKeeperServer
 }
 
@@ -80,10 +81,23 @@ func (k *Keeper) Serve(ctx context.Context) error {
 
 func (k *Keeper) stop() {
 	k.once.Do(func() {
-		k.sess.Close()
-		k.srv.Stop()
+		k.sess.Close() // running commands end, and their results go out
+		StopServer(k.srv, 5*time.Second)
 		os.Remove(k.cfg.Socket)
 	})
+}
+
+// StopServer stops srv gracefully, so that calls under way (a Shutdown's
+// own answer, the result of a cancelled command) finish, but waits at most
+// bound before closing whatever is left.
+func StopServer(srv *grpc.Server, bound time.Duration) {
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(bound):
+		srv.Stop()
+	}
 }
 
 // Info reports the session's state; it never waits for a running command.
@@ -95,13 +109,10 @@ func (k *Keeper) Info(ctx context.Context, _ *pb.KeeperInfoRequest) (*pb.KeeperI
 	}, nil
 }
 
-// Shutdown closes the session and ends Serve.
+// Shutdown closes the session and ends Serve (the server stops gracefully,
+// so this answer goes out). Asking twice is harmless.
 func (k *Keeper) Shutdown(ctx context.Context, _ *pb.ShutdownRequest) (*pb.ShutdownResponse, error) {
-	go func() {
-		// Let this answer go out before the server stops.
-		time.Sleep(10 * time.Millisecond)
-		close(k.done)
-	}()
+	k.quit.Do(func() { close(k.done) })
 	return &pb.ShutdownResponse{}, nil
 }
 

@@ -157,6 +157,9 @@ func TestKeeperShutdown(t *testing.T) {
 	if _, err := c.Shutdown(context.Background(), &pb.ShutdownRequest{}); err != nil {
 		t.Fatal(err)
 	}
+	// A second request (a retry, a second client) is harmless: it is
+	// answered or refused, but never brings the keeper down.
+	c.Shutdown(context.Background(), &pb.ShutdownRequest{})
 	select {
 	case <-k.done:
 	case <-time.After(5 * time.Second):
