@@ -1,26 +1,12 @@
 package unixsock
 
-import (
-	"net"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-func peerCheckSupported() error { return nil }
-
-// peerUID is the uid of the process at the other end (LOCAL_PEERCRED).
-func peerUID(c *net.UnixConn) (int, error) {
-	raw, err := c.SyscallConn()
+// uidOf reads the peer's uid with LOCAL_PEERCRED.
+func uidOf(fd int) (int, error) {
+	cred, err := unix.GetsockoptXucred(fd, unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
 	if err != nil {
 		return -1, err
-	}
-	var cred *unix.Xucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED) }); err != nil {
-		return -1, err
-	}
-	if cerr != nil {
-		return -1, cerr
 	}
 	return int(cred.Uid), nil
 }
