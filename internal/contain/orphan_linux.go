@@ -96,11 +96,7 @@ func (o *pgroupOrphan) scan() ([]member, error) {
 
 func (o *pgroupOrphan) Members() ([]int, error) {
 	ms, err := o.scan()
-	pids := make([]int, len(ms))
-	for i, m := range ms {
-		pids[i] = m.pid
-	}
-	return pids, err
+	return pidsOf(ms), err
 }
 
 func (o *pgroupOrphan) Kill() error {

@@ -202,6 +202,14 @@ type member struct {
 	start uint64
 }
 
+func pidsOf(ms []member) []int {
+	pids := make([]int, len(ms))
+	for i, m := range ms {
+		pids[i] = m.pid
+	}
+	return pids
+}
+
 // scan lists the live members of the tree and reaps zombie orphans of ours
 // on the way.
 func (t *pgroupTree) scan() ([]member, error) {
@@ -290,11 +298,7 @@ func signalMembers(ms []member, sig unix.Signal) error {
 
 func (t *pgroupTree) Members() ([]int, error) {
 	ms, err := t.scan()
-	pids := make([]int, len(ms))
-	for i, m := range ms {
-		pids[i] = m.pid
-	}
-	return pids, err
+	return pidsOf(ms), err
 }
 
 // signalAll signals the whole group (safe: its leader, the root, is not
