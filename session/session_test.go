@@ -41,7 +41,11 @@ func newSession(t *testing.T, cfg Config, mark string) *Session {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err) // e.g. a cgroup left behind
+		}
+	})
 	return s
 }
 

@@ -147,10 +147,14 @@ func startCgroup(spec *Spec) (Tree, error) {
 	r, ident, err := forkExec(spec, sys, Identity{Isolation: Cgroup, Cgroup: dir}, false, nil)
 	unix.Close(fd)
 	if err != nil {
-		// Whatever ran (a held root that was killed) is gone; make sure.
+		// Whatever ran (a held root that was killed) is gone; make sure,
+		// and remove the cgroup as Close would (retrying while the kernel
+		// finishes tearing the dead child down).
 		killCgroup(dir)
 		waitCgroupEmpty(dir, 2*time.Second)
-		os.Remove(dir)
+		if rerr := removeCgroup(dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
 		return nil, err
 	}
 	return &cgroupTree{ident: ident, dir: dir, root: r, termed: map[int]bool{}}, nil

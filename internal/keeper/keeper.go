@@ -8,6 +8,7 @@ package keeper
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -81,7 +82,11 @@ func (k *Keeper) Serve(ctx context.Context) error {
 
 func (k *Keeper) stop() {
 	k.once.Do(func() {
-		k.sess.Close() // running commands end, and their results go out
+		// Running commands end, and their results go out. A failure to
+		// clean up goes to the keeper's log (its stderr).
+		if err := k.sess.Close(); err != nil {
+			fmt.Fprintf(os.Stderr, "corral keeper %s: closing the session: %v\n", k.cfg.Name, err)
+		}
 		StopServer(k.srv, 5*time.Second)
 		os.Remove(k.cfg.Socket)
 	})
