@@ -34,6 +34,19 @@ type Config struct {
 	// environment, so that State has it as of the last completed command
 	// (costs a few tens of microseconds per command).
 	TrackEnv bool
+	// HoldDir, if set, makes the session's shell independent of this
+	// process: its command channel, stdout and stderr are named pipes
+	// (FIFOs) in this directory, which the shell itself holds open for
+	// reading and writing, so that it neither reads end of file nor gets
+	// SIGPIPE when this process dies. Another process can then take the
+	// shell over with Attach. The directory must exist and be private
+	// (0700); stdin FIFOs go there too.
+	HoldDir string
+	// OnStart, if set, is called with the identity of each new shell's
+	// tree while the shell is held before its first instruction (to record
+	// it durably, as corral.Cmd.OnStart). If it fails, the shell is killed
+	// and the command that needed it fails to start.
+	OnStart func(corral.Identity) error
 }
 
 // Options are the settings of one command.
@@ -114,9 +127,12 @@ func New(cfg Config) (*Session, error) {
 	if cfg.Drain <= 0 {
 		cfg.Drain = corral.DefaultDrain
 	}
-	dir, err := os.MkdirTemp("", "corral-session-")
-	if err != nil {
-		return nil, fmt.Errorf("session: %w", err)
+	dir := cfg.HoldDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "corral-session-"); err != nil {
+			return nil, fmt.Errorf("session: %w", err)
+		}
 	}
 	s := &Session{cfg: cfg, dir: dir}
 	s.state = State{Cwd: cfg.Dir, Env: append([]string(nil), cfg.Env...)}
@@ -301,6 +317,9 @@ func (s *Session) State() State {
 	defer s.mu.Unlock()
 	st := s.state
 	st.Busy = s.busy
+	if s.sh != nil && s.sh.isDead() {
+		st.Alive, st.Pid = false, 0
+	}
 	st.Env = append([]string(nil), s.state.Env...)
 	return st
 }
@@ -332,8 +351,39 @@ func (s *Session) Close() error {
 		sh.markClosing()
 		err = sh.stop(s.cfg.Grace)
 	}
-	os.RemoveAll(s.dir)
+	if s.cfg.HoldDir == "" {
+		os.RemoveAll(s.dir)
+	} else {
+		removeHeld(s.dir)
+	}
 	return err
+}
+
+// Detach lets the session go without stopping its shell, for an owner that
+// is about to exit (a daemon stopping): with HoldDir set, the shell goes on
+// and a later Attach takes it over. A running command's Exec returns at
+// once, as cancelled, while the command itself goes on in the shell; its
+// output from then on is for the next owner to discard. The session is
+// closed for this process. Without HoldDir, Detach is Close.
+func (s *Session) Detach() error {
+	if s.cfg.HoldDir == "" {
+		return s.Close()
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sh := s.sh
+	s.sh = nil
+	s.state.Alive = false
+	s.state.Pid = 0
+	s.mu.Unlock()
+	if sh != nil {
+		sh.detach()
+	}
+	return nil
 }
 
 func startFailed(err error) (*corral.Result, error) {

@@ -23,6 +23,14 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	return nil, fmt.Errorf("session: %w", ErrUnsupported)
 }
 
+// Attach needs a POSIX shell: there is none to take over here.
+func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
+	return nil, fmt.Errorf("session: %w", ErrUnsupported)
+}
+
+func removeHeld(string) {}
+
+func (sh *shell) detach()                             {}
 func (sh *shell) pid() int                            { return 0 }
 func (sh *shell) isDead() bool                        { return true }
 func (sh *shell) markClosing()                        {}

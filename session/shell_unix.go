@@ -65,6 +65,8 @@ type shell struct {
 	closing  atomic.Bool // the session is being closed
 	stopOnce sync.Once
 	stopErr  error
+	detached chan struct{} // closed when the owner lets the shell go
+	detachMu sync.Once
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -79,49 +81,44 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pipes [3][2]*os.File // ctl, stdout, stderr: [read, write]
-	for i := range pipes {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closePipes(pipes[:i])
-			return nil, fmt.Errorf("session: %w", err)
-		}
-		pipes[i] = [2]*os.File{r, w}
+	var ends *shellEnds
+	if cfg.HoldDir != "" {
+		ends, err = makeHeld(cfg.HoldDir)
+	} else {
+		ends, err = makePipes()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("session: %w", err)
 	}
 	null, err := os.Open(os.DevNull)
 	if err != nil {
-		closePipes(pipes[:])
+		ends.closeTheirs()
+		ends.closeOurs()
 		return nil, err
 	}
 	iso := contain.Isolation(cfg.Isolation)
 	if iso == "" {
 		iso = contain.Auto
 	}
-	tree, err := contain.Start(iso, &contain.Spec{
+	spec := &contain.Spec{
 		Path:   path,
 		Argv:   shellArgv(path),
 		Env:    cfg.Env,
 		Dir:    cfg.Dir,
-		Files:  []*os.File{null, pipes[1][1], pipes[2][1], pipes[0][0]},
+		Files:  []*os.File{null, ends.theirs[0], ends.theirs[1], ends.theirs[2]},
 		Marker: corral.MarkerEnv + "=" + newNonce(),
-	})
-	null.Close()
-	for _, f := range []*os.File{pipes[0][0], pipes[1][1], pipes[2][1]} {
-		f.Close()
 	}
+	if cfg.OnStart != nil {
+		spec.Hold = func(ci contain.Identity) error { return cfg.OnStart(publicIdentity(ci)) }
+	}
+	tree, err := contain.Start(iso, spec)
+	null.Close()
+	ends.closeTheirs()
 	if err != nil {
-		for _, f := range []*os.File{pipes[0][1], pipes[1][0], pipes[2][0]} {
-			f.Close()
-		}
+		ends.closeOurs()
 		return nil, fmt.Errorf("session: start %s: %w", cfg.Shell, err)
 	}
-	sh := &shell{
-		cfg: cfg, tree: tree, ctl: pipes[0][1],
-		streams: [2]*os.File{pipes[1][0], pipes[2][0]},
-		eof:     [2]chan struct{}{make(chan struct{}), make(chan struct{})},
-	}
-	go sh.readStream(0)
-	go sh.readStream(1)
+	sh := newShell(cfg, tree, ends)
 	if _, err := sh.ctl.Write([]byte(prelude)); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: shell %s did not start: %w", cfg.Shell, err)
@@ -137,11 +134,59 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	return sh, nil
 }
 
-func closePipes(ps [][2]*os.File) {
-	for _, p := range ps {
-		p[0].Close()
-		p[1].Close()
+// shellEnds are the shell's command channel and output streams: the
+// descriptors the shell gets (stdout, stderr, 3) and ours (the writing end
+// of its channel, the reading ends of its output).
+type shellEnds struct {
+	theirs  [3]*os.File
+	ctl     *os.File
+	streams [2]*os.File
+}
+
+func (e *shellEnds) closeTheirs() {
+	for _, f := range e.theirs {
+		if f != nil {
+			f.Close()
+		}
 	}
+}
+
+func (e *shellEnds) closeOurs() {
+	for _, f := range []*os.File{e.ctl, e.streams[0], e.streams[1]} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// makePipes makes the ends of a session that lives and dies with us.
+func makePipes() (*shellEnds, error) {
+	e := &shellEnds{}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	e.theirs[2], e.ctl = r, w
+	for i := range e.streams {
+		if r, w, err = os.Pipe(); err != nil {
+			e.closeTheirs()
+			e.closeOurs()
+			return nil, err
+		}
+		e.streams[i], e.theirs[i] = r, w
+	}
+	return e, nil
+}
+
+func newShell(cfg *Config, tree contain.Tree, ends *shellEnds) *shell {
+	sh := &shell{
+		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams,
+		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
+		detached: make(chan struct{}),
+	}
+	go sh.readStream(0)
+	go sh.readStream(1)
+	return sh
 }
 
 // markClosing says the session is closing: a command that sees the shell
@@ -187,10 +232,9 @@ func (sh *shell) readStream(i int) {
 	}
 }
 
-// prelude is sent once to a new shell. It closes the inherited descriptor 3
-// (the shell reads its commands through its own close-on-exec copy), so no
-// command can read or write the control channel, and defines the function
-// every command line ends with:
+// prelude is sent to a new shell, and again to a shell taken over by
+// Attach (whose owner may have died before sending it). It defines the
+// function every command line ends with:
 //
 //	__c NONCE RC [1]
 //
@@ -200,13 +244,16 @@ func (sh *shell) readStream(i int) {
 // the exit status is on both, so a command that closed one of them still
 // has a known status.
 //
-// A command line is "eval 'CODE';__c NONCE $?" (with " <'FIFO'" after the
-// code when it has stdin): eval runs the code in the shell itself (so cd and
-// export stick), and nothing the code contains (a heredoc, a quote, a
-// syntax error) can reach past its single-quoted word. The line is short on
-// purpose: bash reads commands from a pipe one byte per system call.
-const prelude = `exec 3<&-
-__c() { printf '\037corral:%s %d %s\000' "$1" "$2" "$PWD"; if [ "$3" = 1 ]; then export -p; printf '\000'; fi; printf '\037corral:%s %d\037' "$1" "$2" >&2; }
+// A command line is "eval 'CODE' 3<&-;__c NONCE $?" (with " <'FIFO'" after
+// the code when it has stdin): eval runs the code in the shell itself (so cd
+// and export stick), and nothing the code contains (a heredoc, a quote, a
+// syntax error) can reach past its single-quoted word. The shell keeps its
+// descriptor 3 (a held shell must: it is what keeps its command channel
+// from reaching end of file when its owner dies), so every command runs
+// with it closed and can neither read nor write the channel. The line is
+// short on purpose: bash reads commands from a pipe one byte per system
+// call.
+const prelude = `__c() { printf '\037corral:%s %d %s\000' "$1" "$2" "$PWD"; if [ "$3" = 1 ]; then export -p; printf '\000'; fi; printf '\037corral:%s %d\037' "$1" "$2" >&2; }
 `
 
 // commandLine is the one line handed to the shell for a command.
@@ -219,7 +266,7 @@ func commandLine(code, nonce, stdin string, trackEnv bool) string {
 		b.WriteString(" <")
 		b.WriteString(quote(stdin))
 	}
-	b.WriteString(";__c ")
+	b.WriteString(" 3<&-;__c ")
 	b.WriteString(nonce)
 	if trackEnv {
 		b.WriteString(" $? 1\n")
@@ -303,6 +350,11 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	select {
 	case <-k.found[0]:
 	case <-k.found[1]:
+	case <-sh.detached:
+		finish()
+		res.Outcome = corral.OutcomeCancelled
+		res.Error = "the session was detached; the command goes on in its shell"
+		return res, &corral.RunError{Result: res, Err: ErrClosed}
 	case <-sh.tree.Exited():
 		died = true
 	case <-ctx.Done():
@@ -431,6 +483,19 @@ func (sh *shell) stop(grace time.Duration) error {
 	return sh.stopErr
 }
 
+// detach lets the shell go on without us: a running exec returns, and our
+// ends of its channel and output are closed (the shell holds its own).
+func (sh *shell) detach() {
+	sh.detachMu.Do(func() {
+		close(sh.detached)
+		sh.ctl.Close()
+		for i, f := range sh.streams {
+			f.Close()
+			<-sh.eof[i]
+		}
+	})
+}
+
 // limitedBuffer keeps the first max bytes written to it.
 type limitedBuffer struct {
 	b   *bytes.Buffer
@@ -449,6 +514,11 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 type fifo struct {
 	path string
 	done chan struct{}
+
+	// mu guards w, the writing end once it is open.
+	mu     sync.Mutex
+	w      *os.File
+	closed bool
 }
 
 func newFifo(path string, r io.Reader) (*fifo, error) {
@@ -462,16 +532,39 @@ func newFifo(path string, r io.Reader) (*fifo, error) {
 		if err != nil {
 			return
 		}
+		f.mu.Lock()
+		if f.closed {
+			f.mu.Unlock()
+			w.Close()
+			return
+		}
+		f.w = w
+		f.mu.Unlock()
 		io.Copy(w, r) // EPIPE when the command stops reading is not its failure
-		w.Close()
+		f.mu.Lock()
+		if !f.closed {
+			f.closed = true
+			w.Close()
+		}
+		f.mu.Unlock()
 	}()
 	return f, nil
 }
 
-// close releases the writer if the shell never opened the FIFO (the command
-// was cancelled before its redirection) and removes it. The copy from the
-// caller's reader may go on until that reader returns.
+// close ends the command's stdin: it closes the writing end (the command,
+// if it still reads, gets end of file), releases the writer if the shell
+// never opened the FIFO (the command was cancelled before its redirection),
+// and removes the FIFO. The copy from the caller's reader may go on until
+// that reader returns.
 func (f *fifo) close() {
+	f.mu.Lock()
+	if !f.closed {
+		f.closed = true
+		if f.w != nil {
+			f.w.Close()
+		}
+	}
+	f.mu.Unlock()
 	select {
 	case <-f.done:
 	default:

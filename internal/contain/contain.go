@@ -170,6 +170,16 @@ type Orphan interface {
 // of it can be alive.
 func Adopt(ident Identity) (Orphan, error) { return adopt(ident) }
 
+// AdoptLive takes over a recorded tree whose root is still running, after
+// the tree's owner is gone (a daemon that crashed or was stopped). The
+// result is a Tree like one from Start, but every signal goes through the
+// identity gate of Adopt, Exited is learnt through a pidfd on the root
+// (opened only after its start time matched the record), and Status is
+// unknown (Code -1): the root is not our child. It returns ErrGone when the
+// recorded root is not running, ErrUnsupported where trees cannot be found
+// again.
+func AdoptLive(ident Identity) (Tree, error) { return adoptLive(ident) }
+
 // ProcessAlive reports whether the process pid that started at start
 // (clock ticks after boot) is still running. Where that cannot be known it
 // reports true, so nothing is reaped on a guess.

@@ -247,6 +247,8 @@ func OwnAllChildren() {}
 // CgroupBase reports that there are no cgroups here.
 func CgroupBase() (string, error) { return "", ErrUnsupported }
 
+func adoptLive(Identity) (Tree, error) { return nil, ErrUnsupported }
+
 func adopt(ident Identity) (Orphan, error) {
 	if ident.Isolation != Job || !strings.HasPrefix(ident.Job, `Local\corral-`) {
 		return nil, fmt.Errorf("isolation %q: %w", ident.Isolation, ErrUnsupported)

@@ -139,3 +139,108 @@ func selfStart() uint64 {
 	}
 	return st.StartTime
 }
+
+func adoptLive(ident Identity) (Tree, error) {
+	o, err := adopt(ident)
+	if err != nil {
+		return nil, err
+	}
+	r, err := watchRoot(ident.Pid, ident.StartTime)
+	if err != nil {
+		return nil, err
+	}
+	switch o := o.(type) {
+	case *cgroupOrphan:
+		return &cgroupTree{ident: ident, dir: o.dir, root: r, termed: map[int]bool{}}, nil
+	case *pgroupOrphan:
+		return &adoptedPgroup{pgroupOrphan: o, root: r, termed: map[member]bool{}}, nil
+	}
+	r.reap(false)
+	return nil, fmt.Errorf("isolation %q: %w", ident.Isolation, ErrUnsupported)
+}
+
+// watchRoot opens a pidfd on a running process that is not our child,
+// checks through it that it is the recorded one (a pidfd opened before the
+// check keeps naming that process even if the pid is reused), and learns of
+// its exit through the runtime's poller: no thread waits for it.
+func watchRoot(pid int, start uint64) (*root, error) {
+	if pid <= 0 || start == 0 {
+		return nil, fmt.Errorf("root %d (start %d): %w", pid, start, ErrGone)
+	}
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if errors.Is(err, unix.ESRCH) {
+		return nil, fmt.Errorf("root %d: %w", pid, ErrGone)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	if !processAlive(pid, start) {
+		unix.Close(fd)
+		return nil, fmt.Errorf("root %d (start %d): %w", pid, start, ErrGone)
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("pidfd: %w", err)
+	}
+	r := &root{pid: pid, pidfd: fd, exited: make(chan struct{}), status: Status{Code: -1}}
+	go func() {
+		defer close(r.exited)
+		f := os.NewFile(uintptr(dup), "pidfd") // non-blocking: polled
+		defer f.Close()
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return
+		}
+		rc.Read(func(fd uintptr) bool {
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(fds, 0)
+			return err == nil && n > 0 || err != nil && err != unix.EINTR
+		})
+	}()
+	return r, nil
+}
+
+// adoptedPgroup is a live process-group tree taken over from a dead owner.
+// Its root is not our child, so the group id is never signalled (it could
+// be reused once the root is reaped elsewhere): every member is found by a
+// scan and signalled through a pidfd checked against its start time.
+type adoptedPgroup struct {
+	*pgroupOrphan
+	root   *root
+	termed map[member]bool
+}
+
+func (t *adoptedPgroup) Identity() Identity      { return t.ident }
+func (t *adoptedPgroup) Exited() <-chan struct{} { return t.root.exited }
+func (t *adoptedPgroup) Status() Status          { return t.root.status }
+
+func (t *adoptedPgroup) Terminate() error {
+	ms, err := t.scan()
+	if err != nil {
+		return err
+	}
+	var fresh []member
+	for _, m := range ms {
+		if !t.termed[m] {
+			t.termed[m] = true
+			fresh = append(fresh, m)
+		}
+	}
+	return signalMembers(fresh, unix.SIGTERM)
+}
+
+func (t *adoptedPgroup) KillProcs(pids []int) error {
+	ms, err := t.scan()
+	if err != nil {
+		return err
+	}
+	return killPicked(ms, pids)
+}
+
+func (t *adoptedPgroup) Release([]int) error { return ErrUnsupported }
+
+func (t *adoptedPgroup) Close() error {
+	t.root.reap(false)
+	return nil
+}

@@ -392,6 +392,11 @@ func (t *pgroupTree) KillProcs(pids []int) error {
 	if err != nil {
 		return err
 	}
+	return killPicked(ms, pids)
+}
+
+// killPicked kills those of the scanned members whose pid is in pids.
+func killPicked(ms []member, pids []int) error {
 	want := map[int]bool{}
 	for _, p := range pids {
 		want[p] = true

@@ -1,0 +1,200 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// heldConfig is a held session's configuration that records each new
+// shell's identity in *id.
+func heldConfig(t *testing.T, sh string, iso corral.Isolation, mark string, id *corral.Identity, mu *sync.Mutex) Config {
+	dir := filepath.Join(t.TempDir(), "held")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return Config{Shell: sh, Isolation: iso, HoldDir: dir, TrackEnv: true, Dir: t.TempDir(), Env: testproc.Env(mark),
+		OnStart: func(got corral.Identity) error {
+			mu.Lock()
+			*id = got
+			mu.Unlock()
+			return nil
+		}}
+}
+
+// heldCases runs f for each shell and each Linux isolation.
+func heldCases(t *testing.T, f func(t *testing.T, sh string, iso corral.Isolation, mark string)) {
+	for _, sh := range []string{"bash", "dash"} {
+		for _, iso := range []corral.Isolation{corral.IsolationCgroup, corral.IsolationPgroup} {
+			t.Run(sh+"/"+string(iso), func(t *testing.T) {
+				f(t, sh, iso, testproc.Guard(t, 60*time.Second))
+			})
+		}
+	}
+}
+
+// TestHeldSessionOutlivesItsOwner: a held session let go in the middle of
+// a command (as by a daemon that stops or dies) keeps its shell running;
+// Attach takes it over behind that command, with the same cwd and
+// variables, and none of the old command's output leaks into the next.
+func TestHeldSessionOutlivesItsOwner(t *testing.T) {
+	heldCases(t, func(t *testing.T, sh string, iso corral.Isolation, mark string) {
+		var mu sync.Mutex
+		var id corral.Identity
+		cfg := heldConfig(t, sh, iso, mark, &id, &mu)
+		s1, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		work := t.TempDir()
+		mustRun(t, s1, "cd "+work+"; export KEPT='a b'")
+		ran := make(chan error, 1)
+		go func() {
+			_, _, _, err := run(t, s1, "sleep 0.4; echo late; echo late >&2")
+			ran <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // the command is under way
+		last := s1.State()
+		if err := s1.Detach(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-ran; !errors.Is(err, ErrClosed) {
+			t.Fatalf("the running Exec after Detach: %v", err)
+		}
+		mu.Lock()
+		held := id
+		mu.Unlock()
+		if !testproc.Alive(held.Pid) {
+			t.Fatal("the shell died with its owner")
+		}
+		s2, err := Attach(cfg, held, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := s2.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}()
+		if st := s2.State(); !st.Alive || st.Pid != held.Pid || st.Cwd != work {
+			t.Fatalf("state after Attach: %+v", st)
+		}
+		out, errs, r, err := run(t, s2, `echo "$PWD|$KEPT"`)
+		if err != nil || out != work+"|a b\n" || errs != "" {
+			t.Fatalf("after Attach: %q %q %+v %v", out, errs, r, err)
+		}
+		if st := s2.State(); st.Pid != held.Pid || st.Resets != 0 {
+			t.Fatalf("not the same shell: %+v", st)
+		}
+		// A reset of a taken-over shell stops its whole tree through the
+		// identity gate, and the next command gets a fresh held shell.
+		mustRun(t, s2, "sleep 60 & setsid sleep 60 &")
+		_, _, r, err = run(t, s2, "sleep 60", Options{Timeout: 200 * time.Millisecond})
+		if r.Outcome != corral.OutcomeTimeout {
+			t.Fatalf("timeout on a taken-over shell: %+v %v", r, err)
+		}
+		if left := testproc.Survivors(mark); len(left) > 0 {
+			t.Fatalf("survivors of the reset: %v", left)
+		}
+		mustRun(t, s2, "true")
+		mu.Lock()
+		fresh := id
+		mu.Unlock()
+		if fresh.Pid == held.Pid || s2.State().Pid != fresh.Pid {
+			t.Fatalf("no fresh shell recorded: %+v -> %+v", held, fresh)
+		}
+	})
+}
+
+// TestAttachToAGoneShell: Attach refuses a shell that is gone, and a
+// record naming a live process that is not the shell (its start time
+// differs) is refused without a signal.
+func TestAttachToAGoneShell(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	var mu sync.Mutex
+	var id corral.Identity
+	cfg := heldConfig(t, "dash", "", mark, &id, &mu)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, s, "true")
+	mu.Lock()
+	held := id
+	mu.Unlock()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Attach(cfg, held, State{}); err == nil {
+		t.Fatal("Attach to a closed session's shell succeeded")
+	}
+	// A live process of ours with the recorded pid but another start time:
+	// a recycled pid, as far as the record can tell.
+	fake := held
+	fake.Pid = os.Getpid()
+	fake.Isolation = corral.IsolationPgroup
+	fake.Pgid = os.Getpid()
+	if _, err := Attach(cfg, fake, State{}); err == nil {
+		t.Fatal("Attach accepted a pid whose start time differs from the record")
+	}
+}
+
+// TestAttachReleasesACommandWaitingForStdin: an owner that died after
+// handing the shell a command with stdin, but before opening the stdin
+// FIFO for writing, leaves the command waiting in open(2). Attach lets it
+// through with end of file, so the resynchronisation, and the next
+// command, do not wait for ever.
+func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	var mu sync.Mutex
+	var id corral.Identity
+	cfg := heldConfig(t, "bash", "", mark, &id, &mu)
+	s1, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustRun(t, s1, "export KEPT=1")
+	last := s1.State()
+	in := filepath.Join(cfg.HoldDir, "in-orphaned")
+	if err := syscall.Mkfifo(in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s1.mu.Lock()
+	sh := s1.sh
+	s1.mu.Unlock()
+	// What Exec writes for a command with stdin, with no writer to come.
+	if _, err := sh.ctl.Write([]byte(commandLine("cat; echo eof", newNonce(), in, false))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the shell is in open(2) on the FIFO
+	s1.Detach()
+	mu.Lock()
+	held := id
+	mu.Unlock()
+	s2, err := Attach(cfg, held, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out strings.Builder
+	r, err := s2.Exec(ctx, "echo $KEPT", Options{Stdout: &out})
+	if err != nil || out.String() != "1\n" {
+		t.Fatalf("the command after the orphaned one: %q %+v %v", out.String(), r, err)
+	}
+	if _, err := os.Stat(in); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the orphaned stdin FIFO is still there: %v", err)
+	}
+}

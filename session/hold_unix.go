@@ -1,0 +1,165 @@
+//go:build unix
+
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/contain"
+)
+
+// The named pipes of a held session, in its HoldDir.
+const (
+	ctlName = "ctl" // commands, read by the shell on its descriptor 3
+	outName = "out" // the shell's stdout
+	errName = "err" // the shell's stderr
+)
+
+// makeHeld makes fresh FIFOs in dir and opens them: the shell's ends
+// read-write, so that the shell always holds both a reader and a writer of
+// each (no end of file on its commands, no SIGPIPE on its output, whoever
+// else dies); ours as a plain writer of the channel and plain readers of
+// the output, so that we do see EPIPE and end of file once the shell and
+// everything it started are gone.
+func makeHeld(dir string) (*shellEnds, error) {
+	removeHeld(dir)
+	e := &shellEnds{}
+	for i, name := range []string{outName, errName, ctlName} {
+		path := filepath.Join(dir, name)
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			e.closeTheirs()
+			return nil, fmt.Errorf("held session: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			e.closeTheirs()
+			return nil, fmt.Errorf("held session: %w", err)
+		}
+		growPipe(f)
+		e.theirs[i] = f
+	}
+	if err := e.openOurs(dir); err != nil {
+		e.closeTheirs()
+		return nil, err
+	}
+	return e, nil
+}
+
+// openOurs opens our ends of the held FIFOs in dir. It never blocks: it
+// fails (ENXIO) if nothing holds the channel for reading, that is, if the
+// shell is gone.
+func (e *shellEnds) openOurs(dir string) error {
+	var err error
+	if e.ctl, err = os.OpenFile(filepath.Join(dir, ctlName), os.O_WRONLY|syscall.O_NONBLOCK, 0); err != nil {
+		return fmt.Errorf("held session: %w", err)
+	}
+	for i, name := range []string{outName, errName} {
+		if e.streams[i], err = os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
+			e.closeOurs()
+			return fmt.Errorf("held session: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeHeld removes the FIFOs of a held session whose shell is gone.
+func removeHeld(dir string) {
+	for _, name := range []string{ctlName, outName, errName} {
+		os.Remove(filepath.Join(dir, name))
+	}
+	releaseStdin(dir)
+}
+
+// releaseStdin ends every stdin FIFO left in dir by an owner that died:
+// a command of the shell may be waiting to open one for reading, for a
+// writer that will never come. Opening it read-write lets any such opener
+// through; removing it keeps new ones out; closing it gives the command end
+// of file.
+func releaseStdin(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, ent := range ents {
+		if !strings.HasPrefix(ent.Name(), "in-") {
+			continue
+		}
+		path := filepath.Join(dir, ent.Name())
+		f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NONBLOCK, 0)
+		os.Remove(path)
+		if err == nil {
+			f.Close()
+		}
+	}
+}
+
+// Attach takes over a held session's shell (Config.HoldDir) after its
+// owner is gone, typically in a new process after the old one crashed or
+// stopped. id is the shell tree's identity, as given to Config.OnStart;
+// it is checked (start time, boot id, cgroup) before anything is
+// signalled. last is what the old owner knew (its Cwd and Env are kept).
+//
+// The shell may still be running a command of the old owner. The session's
+// first turn therefore belongs to a resynchronisation: a fresh marker is
+// sent after whatever the shell is doing, and output up to it is
+// discarded; commands wait behind it (their contexts bound that wait).
+//
+// If the shell is gone, or cannot be taken over, Attach returns an error
+// and leaves nothing of its tree running (it is stopped through the
+// identity gate).
+func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
+	if cfg.HoldDir == "" {
+		return nil, errors.New("session: Attach needs Config.HoldDir")
+	}
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := contain.AdoptLive(containIdentity(id))
+	if err != nil {
+		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)
+	}
+	ends := &shellEnds{}
+	if err := ends.openOurs(cfg.HoldDir); err != nil {
+		contain.Stop(tree, -1, contain.KillBound, nil)
+		tree.Close()
+		return nil, err
+	}
+	releaseStdin(cfg.HoldDir)
+	sh := newShell(&s.cfg, tree, ends)
+	if _, err := sh.ctl.Write([]byte(prelude)); err != nil {
+		sh.stop(-1)
+		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)
+	}
+	release, _ := s.turn.acquire(context.Background()) // a new queue: at once
+	s.mu.Lock()
+	s.sh, s.busy = sh, true
+	s.state = last
+	s.state.Env = append([]string(nil), last.Env...)
+	s.state.Alive, s.state.Pid, s.state.Busy = true, id.Pid, false
+	s.mu.Unlock()
+	go func() {
+		defer release()
+		res, _ := sh.exec(context.Background(), ":", Options{snapshot: true}, s.dir)
+		s.setBusy(false)
+		s.afterCommand(sh, res, true)
+		if sh.isDead() {
+			s.discard(sh)
+		}
+	}()
+	return s, nil
+}
+
+func publicIdentity(ci contain.Identity) corral.Identity {
+	return corral.Identity{Isolation: corral.Isolation(ci.Isolation), Pid: ci.Pid, Pgid: ci.Pgid,
+		Cgroup: ci.Cgroup, Job: ci.Job, StartTime: ci.StartTime, BootID: ci.BootID, Marker: ci.Marker}
+}
+
+func containIdentity(id corral.Identity) contain.Identity {
+	return contain.Identity{Isolation: contain.Isolation(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
+		Cgroup: id.Cgroup, Job: id.Job, StartTime: id.StartTime, BootID: id.BootID, Marker: id.Marker}
+}
