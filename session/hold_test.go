@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -196,5 +197,53 @@ func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 	}
 	if _, err := os.Stat(in); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the orphaned stdin FIFO is still there: %v", err)
+	}
+}
+
+// TestAttachCancelsAnOrphanedCommand: a command still running when its
+// owner let go has no caller left; after TakeoverBound the new owner
+// cancels it by a reset, and with RestoreOnReset the fresh shell starts
+// where the last completed command left the session.
+func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	var mu sync.Mutex
+	var id corral.Identity
+	cfg := heldConfig(t, "bash", "", mark, &id, &mu)
+	cfg.RestoreOnReset = true
+	s1, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+	mustRun(t, s1, "cd "+work+"; export KEPT=1")
+	pidFile := filepath.Join(work, "pid")
+	go run(t, s1, "sh -c 'echo $$ > "+pidFile+"; exec sleep 60'")
+	var orphan int
+	for deadline := time.Now().Add(5 * time.Second); orphan == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile(pidFile)
+		orphan, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	last := s1.State()
+	s1.Detach()
+	mu.Lock()
+	held := id
+	mu.Unlock()
+	s2, err := Attach(cfg, held, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	start := time.Now()
+	if got := mustRun(t, s2, `echo "$PWD $KEPT"`); got != work+" 1\n" {
+		t.Fatalf("after the takeover: %q", got)
+	}
+	if el := time.Since(start); el > TakeoverBound+5*time.Second {
+		t.Fatalf("the next command waited %v", el)
+	}
+	if orphan == 0 || testproc.Alive(orphan) {
+		t.Fatalf("the orphaned command (pid %d) survived the takeover", orphan)
+	}
+	if st := s2.State(); st.Pid == held.Pid || st.Resets != 1 {
+		t.Fatalf("the busy shell was not replaced: %+v", st)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/contain"
@@ -103,10 +104,15 @@ func releaseStdin(dir string) {
 // it is checked (start time, boot id, cgroup) before anything is
 // signalled. last is what the old owner knew (its Cwd and Env are kept).
 //
-// The shell may still be running a command of the old owner. The session's
-// first turn therefore belongs to a resynchronisation: a fresh marker is
-// sent after whatever the shell is doing, and output up to it is
-// discarded; commands wait behind it (their contexts bound that wait).
+// The shell may still be running a command of the old owner, whose caller
+// is gone with it. The session's first turn therefore belongs to a
+// resynchronisation: a fresh marker is sent after whatever the shell is
+// doing, and output up to it is discarded; commands wait behind it. An idle
+// shell answers at once and is kept as it is. A shell that has not answered
+// within TakeoverBound is running an orphaned command: that command is
+// cancelled the way any command whose caller went away is, by a reset of
+// the session (so with RestoreOnReset the fresh shell starts in the saved
+// directory and environment).
 //
 // If the shell is gone, or cannot be taken over, Attach returns an error
 // and leaves nothing of its tree running (it is stopped through the
@@ -144,7 +150,9 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	s.mu.Unlock()
 	go func() {
 		defer release()
-		res, _ := sh.exec(context.Background(), ":", Options{snapshot: true}, s.dir)
+		ctx, cancel := context.WithTimeout(context.Background(), TakeoverBound)
+		defer cancel()
+		res, _ := sh.exec(ctx, ":", Options{snapshot: true}, s.dir)
 		s.setBusy(false)
 		s.afterCommand(sh, res, true)
 		if sh.isDead() {
@@ -153,6 +161,10 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	}()
 	return s, nil
 }
+
+// TakeoverBound is how long Attach lets a taken-over shell finish what it
+// was running before it cancels that command.
+const TakeoverBound = time.Second
 
 func publicIdentity(ci contain.Identity) corral.Identity {
 	return corral.Identity{Isolation: corral.Isolation(ci.Isolation), Pid: ci.Pid, Pgid: ci.Pgid,

@@ -42,6 +42,12 @@ type Config struct {
 	// shell over with Attach. The directory must exist and be private
 	// (0700); stdin FIFOs go there too.
 	HoldDir string
+	// RestoreOnReset makes the fresh shell that follows a reset (a
+	// cancelled command, a shell that exited) start in the working
+	// directory and exported environment as of the last completed command
+	// (the environment as far as TrackEnv or Snapshot knows it), instead
+	// of Dir and Env.
+	RestoreOnReset bool
 	// OnStart, if set, is called with the identity of each new shell's
 	// tree while the shell is held before its first instruction (to record
 	// it durably, as corral.Cmd.OnStart). If it fails, the shell is killed
@@ -227,7 +233,18 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 	if sh != nil {
 		s.discard(sh)
 	}
-	sh, err := startShell(ctx, &s.cfg)
+	cfg := &s.cfg
+	if s.cfg.RestoreOnReset {
+		s.mu.Lock()
+		restored := s.cfg
+		if fi, err := os.Stat(s.state.Cwd); err == nil && fi.IsDir() {
+			restored.Dir = s.state.Cwd
+		}
+		restored.Env = append([]string(nil), s.state.Env...)
+		s.mu.Unlock()
+		cfg = &restored
+	}
+	sh, err := startShell(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -240,8 +257,8 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 	s.sh = sh
 	s.state.Alive = true
 	s.state.Pid = sh.pid()
-	s.state.Cwd = s.cfg.Dir
-	s.state.Env = append([]string(nil), s.cfg.Env...)
+	s.state.Cwd = cfg.Dir
+	s.state.Env = append([]string(nil), cfg.Env...)
 	return sh, nil
 }
 
@@ -274,7 +291,7 @@ func (s *Session) afterCommand(sh *shell, res *corral.Result, snapshot bool) {
 	if ok && s.sh == sh {
 		s.state.Cwd = cwd
 		if env != nil {
-			s.state.Env = env
+			s.state.Env = withoutMarker(env)
 		}
 	}
 }
@@ -384,6 +401,19 @@ func (s *Session) Detach() error {
 		sh.detach()
 	}
 	return nil
+}
+
+// withoutMarker drops the shell tree's own marker from an environment the
+// shell reported: it names that tree, not the session, and a shell started
+// from the environment gets a marker of its own.
+func withoutMarker(env []string) []string {
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, corral.MarkerEnv+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 func startFailed(err error) (*corral.Result, error) {

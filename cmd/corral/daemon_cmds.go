@@ -130,7 +130,8 @@ func daemonCommand(stdout io.Writer) *cobra.Command {
 		Short: "Run the corral daemon in the foreground, stop it, or show its status",
 		Long: `Run the daemon that serves named sessions (in the foreground), or stop or
 describe the running one. Stopping the daemon leaves every session running:
-each is held by a keeper process of its own.`,
+each session's shell holds its own command channel and output (FIFOs in the
+state directory), and the next daemon takes it over.`,
 		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: []string{"stop", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -184,11 +185,7 @@ each is held by a keeper process of its own.`,
 }
 
 func runDaemon(dir string) error {
-	exe, err := os.Executable()
-	if err != nil {
-		return &exitError{code: exitInternal, msg: err.Error()}
-	}
-	d, err := daemon.Open(daemon.Config{StateDir: dir, Exe: exe, KeeperRole: keeperRole})
+	d, err := daemon.Open(daemon.Config{StateDir: dir})
 	if err != nil {
 		code := exitInternal
 		if errors.Is(err, daemon.ErrRunning) || errors.Is(err, store.ErrLocked) {

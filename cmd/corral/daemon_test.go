@@ -105,7 +105,7 @@ func waitGone(pid int, d time.Duration) bool {
 func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 	e := newDaemonEnv(t)
 	dir := t.TempDir()
-	if _, rc := e.exec("s1", "cd "+dir+"; export V=1"); rc != 0 {
+	if _, rc := e.exec("s1", "cd "+dir+"; export V=1; L=local"); rc != 0 {
 		t.Fatalf("rc %d", rc)
 	}
 	if out, _ := e.exec("s1", `echo "$PWD $V"`); out != dir+" 1\n" {
@@ -117,12 +117,27 @@ func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 	if fi, _ := os.Stat(e.state); fi.Mode().Perm() != 0o700 {
 		t.Fatalf("state dir mode %v", fi.Mode())
 	}
+	before := e.ls()["s1"].KeeperPid
 	_, errs, rc := e.run("exec", "-s", "s1", "--timeout", "300ms", "--", "sleep 60 & setsid sleep 60 & sleep 60")
 	if rc != 124 {
 		t.Fatalf("timeout: exit %d %s", rc, errs)
 	}
-	if out, _ := e.exec("s1", `echo "${V:-unset}"`); out != "unset\n" {
-		t.Fatalf("after the timeout the shell was not fresh: %q", out)
+	daemonPid := e.daemonPid()
+	if daemonPid == 0 {
+		t.Fatal("no daemon pid")
+	}
+	for _, pid := range testproc.Survivors(e.mark) {
+		if pid != daemonPid {
+			t.Fatalf("the timed-out command left %d (daemon %d)", pid, daemonPid)
+		}
+	}
+	// A fresh shell (shell variables gone), in the saved cwd with the
+	// saved exported environment.
+	if out, _ := e.exec("s1", `echo "$PWD ${V:-unset} ${L:-unset}"`); out != dir+" 1 unset\n" {
+		t.Fatalf("after the timeout: %q", out)
+	}
+	if after := e.ls()["s1"].KeeperPid; after == before {
+		t.Fatalf("the shell was not replaced after the timeout (pid %d)", after)
 	}
 	if s := e.ls()["s1"]; s.State != "up" || s.KeeperPid == 0 {
 		t.Fatalf("ls %+v", s)
@@ -164,37 +179,46 @@ func TestDaemonClientKilledMidCommand(t *testing.T) {
 
 func TestDaemonKilledSessionsSurvive(t *testing.T) {
 	e := newDaemonEnv(t)
-	dir := t.TempDir()
-	e.exec("idle", "cd "+dir+"; export KEEP=yes")
-	e.exec("busy", "true")
+	dir, busyDir := t.TempDir(), t.TempDir()
+	e.exec("idle", "cd "+dir+"; export KEEP=yes; LOCAL=shell")
+	e.exec("busy", "cd "+busyDir+"; export B=1")
 	before := e.ls()
 	// One session is running a command when the daemon dies.
-	c := cli(t, e.mark, e.state, "exec", "-s", "busy", "--", "echo up; sleep 60")
+	pidFile := filepath.Join(busyDir, "pid")
+	c := cli(t, e.mark, e.state, "exec", "-s", "busy", "--", "sh -c 'echo $$ > "+pidFile+"; echo up; exec sleep 60'")
 	out, _ := c.StdoutPipe()
 	c.Start()
 	out.Read(make([]byte, 3))
+	b, _ := os.ReadFile(pidFile)
+	orphan, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	dpid := e.daemonPid()
 	syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
 	if !waitGone(dpid, 5*time.Second) {
 		t.Fatal("daemon did not die")
 	}
-	c.Wait() // the client sees a clear error
+	if rc := exitCode(c.Wait()); rc == 0 {
+		t.Fatal("the client of the interrupted command exited 0")
+	}
 	for name, s := range before {
 		if !testproc.Alive(s.KeeperPid) {
-			t.Fatalf("session %s's keeper died with the daemon", name)
+			t.Fatalf("session %s's shell died with the daemon", name)
 		}
 	}
-	after := e.ls() // starts a new daemon, which re-adopts the keepers
-	for name, s := range before {
-		if after[name].State != "up" || after[name].KeeperPid != s.KeeperPid {
-			t.Fatalf("%s after restart: %+v (was %+v)", name, after[name], s)
-		}
+	after := e.ls() // starts a new daemon, which takes the shells over
+	if s := after["idle"]; s.State != "up" || s.KeeperPid != before["idle"].KeeperPid {
+		t.Fatalf("idle after restart: %+v (was %+v)", s, before["idle"])
 	}
-	if out, rc := e.exec("idle", `echo "$PWD $KEEP"`); rc != 0 || out != dir+" yes\n" {
+	if out, rc := e.exec("idle", `echo "$PWD $KEEP $LOCAL"`); rc != 0 || out != dir+" yes shell\n" {
 		t.Fatalf("same shell after restart: %q %d", out, rc)
 	}
-	if out, rc := e.exec("busy", "echo alive"); rc != 0 || out != "alive\n" {
+	// The interrupted command has no client any more: the new daemon
+	// cancels it (a reset), and the session goes on where its last
+	// completed command left it.
+	if out, rc := e.exec("busy", `echo "$PWD $B"`); rc != 0 || out != busyDir+" 1\n" {
 		t.Fatalf("busy session after restart: %q %d", out, rc)
+	}
+	if orphan == 0 || !waitGone(orphan, 5*time.Second) {
+		t.Fatalf("the interrupted command (pid %d) outlived the takeover", orphan)
 	}
 }
 
@@ -204,7 +228,7 @@ func TestDaemonRebootKeepsRecords(t *testing.T) {
 	e.exec("r", "cd "+dir+"; export SAVED=env")
 	s := e.ls()["r"]
 	e.run("daemon", "stop")
-	// A reboot: every keeper gone, the state directory kept.
+	// A reboot: every shell gone, the state directory kept.
 	syscall.Kill(s.KeeperPid, syscall.SIGKILL) // ours: recorded by our daemon
 	waitGone(s.KeeperPid, 5*time.Second)
 	if got := e.ls()["r"]; got.State != "down" {
@@ -317,24 +341,23 @@ func TestDaemonRefusesOtherUsers(t *testing.T) {
 	}
 }
 
-func TestDaemonReapsWhatADeadKeeperLeft(t *testing.T) {
+func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 	e := newDaemonEnv(t)
 	bgFile := filepath.Join(e.state, "bg")
 	e.exec("orphaned", "true")
-	// A command with a background child runs when the keeper dies and no
-	// daemon is there to notice. The daemon is frozen first (SIGSTOP: its
-	// connection to the keeper stays open, so the keeper does not cancel
-	// the command as it would for a client that went away), then the
-	// keeper and the daemon are killed (by their recorded pids: ours).
+	// A command with a background child runs when the session's shell
+	// dies and no daemon is there to notice. The daemon is frozen first
+	// (SIGSTOP: it must not see the shell die and clean up itself), then
+	// the shell and the daemon are killed (by their recorded pids: ours).
 	c := cli(t, e.mark, e.state, "exec", "-s", "orphaned", "--", "setsid sleep 60 & echo $! > "+bgFile+"; echo up; sleep 60")
 	out, _ := c.StdoutPipe()
 	c.Start()
 	out.Read(make([]byte, 3))
-	keeperPid := e.ls()["orphaned"].KeeperPid
+	shellPid := e.ls()["orphaned"].KeeperPid
 	dpid := e.daemonPid()
 	syscall.Kill(dpid, syscall.SIGSTOP)
-	syscall.Kill(keeperPid, syscall.SIGKILL)
-	waitGone(keeperPid, 5*time.Second)
+	syscall.Kill(shellPid, syscall.SIGKILL)
+	waitGone(shellPid, 5*time.Second)
 	syscall.Kill(dpid, syscall.SIGKILL)
 	waitGone(dpid, 5*time.Second)
 	c.Wait()
@@ -350,13 +373,14 @@ func TestDaemonReapsWhatADeadKeeperLeft(t *testing.T) {
 	foreign.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	foreign.Start()
 	defer func() { foreign.Process.Kill(); foreign.Wait() }()
-	forgeKeeper(t, e.state, "forged", foreign.Process.Pid)
+	forgeRecord(t, e.state, "forged", foreign.Process.Pid, false)
+	forgeRecord(t, e.state, "legacy", foreign.Process.Pid, true)
 
 	list := e.ls() // the next daemon start reaps
 	if !waitGone(bg, 5*time.Second) {
-		t.Fatalf("the dead keeper's orphan %d survived the next daemon start", bg)
+		t.Fatalf("the dead shell's orphan %d survived the next daemon start", bg)
 	}
-	if list["orphaned"].State != "down" || list["forged"].State != "down" {
+	if list["orphaned"].State != "down" || list["forged"].State != "down" || list["legacy"].State != "down" {
 		t.Fatalf("after recovery: %+v", list)
 	}
 	if !testproc.Alive(foreign.Process.Pid) {
@@ -367,9 +391,11 @@ func TestDaemonReapsWhatADeadKeeperLeft(t *testing.T) {
 	}
 }
 
-// forgeKeeper writes a session record whose keeper claims pid with a
-// start time that is not that process's, as a recycled pid would look.
-func forgeKeeper(t *testing.T, state, name string, pid int) {
+// forgeRecord writes a session record whose shell claims pid with a start
+// time that is not that process's, as a recycled pid would look; with
+// legacy, the record names a keeper process of an older corral (with its
+// socket) instead of a held shell.
+func forgeRecord(t *testing.T, state, name string, pid int, legacy bool) {
 	t.Helper()
 	e := &daemonEnv{t: t, state: state}
 	e.run("daemon", "stop")
@@ -379,9 +405,12 @@ func forgeKeeper(t *testing.T, state, name string, pid int) {
 	}
 	defer s.Close()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err := s.Put(&store.Session{Name: name, Shell: "/bin/sh", Cwd: "/", State: store.Up,
-		Keeper: &store.Keeper{Pid: pid, StartTime: 1, BootID: strings.TrimSpace(string(boot)), Isolation: "pgroup",
-			Pgid: pid, Marker: "CORRAL_TREE=forged", Socket: filepath.Join(state, "keepers", "forged.sock")}}); err != nil {
+	k := &store.Keeper{Pid: pid, StartTime: 1, BootID: strings.TrimSpace(string(boot)), Isolation: "pgroup",
+		Pgid: pid, Marker: "CORRAL_TREE=forged"}
+	if legacy {
+		k.Socket = filepath.Join(state, "keepers", "forged.sock")
+	}
+	if err := s.Put(&store.Session{Name: name, Shell: "/bin/sh", Cwd: "/", State: store.Up, Keeper: k}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -390,7 +419,7 @@ func TestDaemonStopWhileACommandRuns(t *testing.T) {
 	e := newDaemonEnv(t)
 	goFile := filepath.Join(e.state, "go")
 	e.exec("busy", "export KEEP=1")
-	keeper := e.ls()["busy"].KeeperPid
+	shell := e.ls()["busy"].KeeperPid
 	c := cli(t, e.mark, e.state, "exec", "-s", "busy", "--", "echo up; while [ ! -e "+goFile+" ]; do sleep 0.01; done; echo finished")
 	var out bytes.Buffer
 	pr, pw, _ := os.Pipe()
@@ -426,10 +455,10 @@ func TestDaemonStopWhileACommandRuns(t *testing.T) {
 	if rc := <-stopDone; rc != 0 {
 		t.Fatalf("daemon stop: exit %d", rc)
 	}
-	if !testproc.Alive(keeper) {
+	if !testproc.Alive(shell) {
 		t.Fatal("stopping the daemon killed the session")
 	}
-	if s := e.ls()["busy"]; s.State != "up" || s.KeeperPid != keeper {
+	if s := e.ls()["busy"]; s.State != "up" || s.KeeperPid != shell {
 		t.Fatalf("record after stop: %+v", s)
 	}
 	if got, _ := e.exec("busy", "echo $KEEP"); got != "1\n" {
@@ -447,7 +476,7 @@ func TestDaemonListingDuringRestoreIsWhole(t *testing.T) {
 	}
 	before := e.ls()
 	e.run("daemon", "stop")
-	for _, s := range before { // a reboot: the keepers die, the records stay
+	for _, s := range before { // a reboot: the shells die, the records stay
 		syscall.Kill(s.KeeperPid, syscall.SIGKILL) // ours: recorded by our daemon
 		waitGone(s.KeeperPid, 5*time.Second)
 	}
@@ -466,7 +495,7 @@ func TestDaemonListingDuringRestoreIsWhole(t *testing.T) {
 			case s.Cwd != dirs[i]:
 				t.Fatalf("listing %d: %s lost its cwd: %+v", listings, name, s)
 			case s.State == "up" && (s.KeeperPid == 0 || !testproc.Alive(s.KeeperPid)):
-				t.Fatalf("listing %d: %s up without a live keeper: %+v", listings, name, s)
+				t.Fatalf("listing %d: %s up without a live shell: %+v", listings, name, s)
 			case s.State != "up" && s.State != "down":
 				t.Fatalf("listing %d: %s in state %q", listings, name, s.State)
 			}

@@ -42,10 +42,6 @@ func usageErr(format string, a ...any) error {
 }
 
 func main() {
-	// Helper roles of this binary are dispatched before anything else.
-	if len(os.Args) > 1 && os.Args[1] == keeperRole {
-		os.Exit(keeperMain(os.Args[2:]))
-	}
 	// This process starts no children but corral's trees, so the child
 	// subreaper of the pgroup backend may reap every orphan it inherits.
 	contain.OwnAllChildren()
