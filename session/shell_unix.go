@@ -210,24 +210,52 @@ func (sh *shell) lastState() (cwd string, env []string, ok bool) {
 	return sh.cwd, sh.env, sh.haveState
 }
 
+// readBufs are the buffers output is read into. A reader takes one only
+// once its stream is readable, so an idle session holds none.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
 // readStream hands what the shell writes on stdout (i=0) or stderr (i=1)
 // to the running command's sink; output between commands is dropped.
 func (sh *shell) readStream(i int) {
 	defer close(sh.eof[i])
-	buf := make([]byte, 64<<10)
+	rc, err := sh.streams[i].SyscallConn()
+	if err != nil {
+		return
+	}
 	for {
-		n, err := sh.streams[i].Read(buf)
+		var n int
+		var rerr error
+		var bp *[]byte
+		err := rc.Read(func(fd uintptr) bool {
+			bp = readBufs.Get().(*[]byte)
+			for {
+				n, rerr = syscall.Read(int(fd), *bp)
+				if rerr != syscall.EINTR {
+					break
+				}
+			}
+			if rerr == syscall.EAGAIN {
+				readBufs.Put(bp) // parked until readable, holding nothing
+				bp = nil
+				return false
+			}
+			return true
+		})
+		if bp == nil {
+			return // closed or cut off while parked
+		}
 		if n > 0 {
 			at := time.Now()
 			sh.mu.Lock()
 			k := sh.cur
 			sh.mu.Unlock()
 			if k != nil {
-				k.feed(i, buf[:n], at)
+				k.feed(i, (*bp)[:n], at)
 			}
 		}
-		if err != nil {
-			return
+		readBufs.Put(bp)
+		if err != nil || rerr != nil || n == 0 {
+			return // closed, cut off by a deadline, or end of file
 		}
 	}
 }

@@ -162,7 +162,7 @@ func adoptLive(ident Identity) (Tree, error) {
 // watchRoot opens a pidfd on a running process that is not our child,
 // checks through it that it is the recorded one (a pidfd opened before the
 // check keeps naming that process even if the pid is reused), and learns of
-// its exit through the runtime's poller: no thread waits for it.
+// its exit through awaitExit: no thread waits for it.
 func watchRoot(pid int, start uint64) (*root, error) {
 	if pid <= 0 || start == 0 {
 		return nil, fmt.Errorf("root %d (start %d): %w", pid, start, ErrGone)
@@ -178,25 +178,10 @@ func watchRoot(pid int, start uint64) (*root, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("root %d (start %d): %w", pid, start, ErrGone)
 	}
-	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		unix.Close(fd)
-		return nil, fmt.Errorf("pidfd: %w", err)
-	}
 	r := &root{pid: pid, pidfd: fd, exited: make(chan struct{}), status: Status{Code: -1}}
 	go func() {
-		defer close(r.exited)
-		f := os.NewFile(uintptr(dup), "pidfd") // non-blocking: polled
-		defer f.Close()
-		rc, err := f.SyscallConn()
-		if err != nil {
-			return
-		}
-		rc.Read(func(fd uintptr) bool {
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n, err := unix.Poll(fds, 0)
-			return err == nil && n > 0 || err != nil && err != unix.EINTR
-		})
+		awaitExit(fd)
+		close(r.exited)
 	}()
 	return r, nil
 }

@@ -153,8 +153,12 @@ func (r *root) wait(keepZombie bool) {
 	}
 	var info [128]byte // siginfo_t
 	for {
+		// No thread sits in waitid for the whole life of the tree: the
+		// goroutine parks on the poller until the root has exited, and
+		// waitid then returns at once.
+		awaitExit(r.pidfd)
 		err := unix.Waitid(unix.P_PIDFD, r.pidfd, (*unix.Siginfo)(unsafe.Pointer(&info)), opts, nil)
-		if err == unix.EINTR {
+		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
 		}
 		if err != nil {
@@ -165,6 +169,41 @@ func (r *root) wait(keepZombie bool) {
 		break
 	}
 	close(r.exited)
+}
+
+// awaitExit returns once the process of pidfd has exited. It parks the
+// calling goroutine on the runtime's poller, not a thread: the pidfd's
+// file description is made non-blocking (so waitid on it never blocks
+// either) and a duplicate of it is polled for readability, which a pidfd
+// reports when its process has exited. Where the poller cannot take it,
+// it falls back to a blocking poll(2).
+func awaitExit(pidfd int) {
+	ready := func(fd int) bool {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		return err == nil && n > 0 || err != nil && err != unix.EINTR
+	}
+	dup, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err == nil {
+		if err = unix.SetNonblock(dup, true); err != nil {
+			unix.Close(dup)
+		}
+	}
+	if err == nil {
+		f := os.NewFile(uintptr(dup), "pidfd")
+		defer f.Close()
+		if rc, err := f.SyscallConn(); err == nil {
+			if rc.Read(func(fd uintptr) bool { return ready(int(fd)) }) == nil {
+				return
+			}
+		}
+	}
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+			return
+		}
+	}
 }
 
 // statusOf decodes si_code and si_status of a SIGCHLD siginfo.
