@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -53,41 +54,37 @@ func rpcErr(err error) error {
 	return &exitError{code: code, msg: s.Message()}
 }
 
-// dial connects to the daemon of dir, starting one if none answers.
+// dial connects to the daemon of dir, starting one if none answers. Whether
+// one answers is learnt by a plain connect to its socket, not by a call: a
+// client's first call is its real one.
 func dial(dir string, start bool) (*grpc.ClientConn, pb.DaemonClient, error) {
 	sock := daemon.SocketPath(dir)
-	try := func() (*grpc.ClientConn, pb.DaemonClient, error) {
-		conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	listening := func() bool {
+		c, err := net.DialTimeout("unix", sock, 2*time.Second)
 		if err != nil {
-			return nil, nil, err
+			return false
 		}
-		c := pb.NewDaemonClient(conn)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if _, err := c.Status(ctx, &pb.StatusRequest{}, grpc.WaitForReady(false)); err != nil {
-			conn.Close()
-			return nil, nil, err
-		}
-		return conn, c, nil
+		c.Close()
+		return true
 	}
-	conn, c, err := try()
-	if err == nil || !start {
-		if err != nil {
+	if !listening() {
+		if !start {
 			return nil, nil, &exitError{code: exitInternal, msg: "no daemon is running for " + dir}
 		}
-		return conn, c, nil
-	}
-	if err := spawnDaemon(dir); err != nil {
-		return nil, nil, &exitError{code: exitInternal, msg: "starting the daemon: " + err.Error()}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if conn, c, err = try(); err == nil {
-			return conn, c, nil
+		if err := spawnDaemon(dir); err != nil {
+			return nil, nil, &exitError{code: exitInternal, msg: "starting the daemon: " + err.Error()}
 		}
-		time.Sleep(20 * time.Millisecond)
+		for deadline := time.Now().Add(10 * time.Second); !listening(); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				return nil, nil, &exitError{code: exitInternal, msg: "the daemon did not start; see " + filepath.Join(dir, "daemon.log")}
+			}
+		}
 	}
-	return nil, nil, &exitError{code: exitInternal, msg: "the daemon did not start; see " + filepath.Join(dir, "daemon.log")}
+	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, &exitError{code: exitInternal, msg: err.Error()}
+	}
+	return conn, pb.NewDaemonClient(conn), nil
 }
 
 // connect dials the daemon of the state directory, starting one if none

@@ -172,7 +172,7 @@ func (d *Daemon) holdDir(name string) string {
 // identity), and marks those down. Each record is updated in one
 // transaction, so a listing sees it either before or after, never half.
 func (d *Daemon) recover() {
-	recs, err := d.store.List()
+	recs, err := d.store.All()
 	if err != nil {
 		return
 	}
@@ -479,9 +479,9 @@ func (d *Daemon) kill(name string) error {
 
 // Status describes the daemon.
 func (d *Daemon) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
-	recs, _ := d.store.List()
+	n, _ := d.store.Count()
 	return &pb.StatusResponse{Pid: int32(os.Getpid()), Socket: SocketPath(d.cfg.StateDir),
-		StateDir: d.cfg.StateDir, Sessions: int32(len(recs)), StartedUnix: d.started.Unix()}, nil
+		StateDir: d.cfg.StateDir, Sessions: int32(n), StartedUnix: d.started.Unix()}, nil
 }
 
 // Stop ends Serve after answering; sessions and records stay.

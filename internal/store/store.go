@@ -4,15 +4,19 @@
 //
 // Every change is one transaction, fsynced on commit: a crash at any point
 // leaves each record either as it was or as it was written, never torn. The
-// layout (schema version 1):
+// layout (schema version 2):
 //
 //	meta/
-//	    version        "1"
+//	    version        "2"
 //	sessions/
-//	    <name>         a Session, as JSON
+//	    <name>         a Session without its environment, as JSON
+//	env/
+//	    <name>         its environment, a JSON array of NAME=value
 //
-// Migrations run in order when a database with an older version is opened;
-// a database from a newer corral is refused rather than misread.
+// Environments are kept apart because they are most of a record's bytes
+// and a listing needs none of them. Migrations run in order when a database
+// with an older version is opened (1 -> 2 moved the environments out); a
+// database from a newer corral is refused rather than misread.
 package store
 
 import (
@@ -27,7 +31,7 @@ import (
 )
 
 // Version is the schema version this build reads and writes.
-const Version = 1
+const Version = 2
 
 var (
 	// ErrNotFound: no session of that name.
@@ -43,6 +47,7 @@ var (
 var (
 	metaBucket     = []byte("meta")
 	sessionsBucket = []byte("sessions")
+	envBucket      = []byte("env")
 	versionKey     = []byte("version")
 )
 
@@ -100,9 +105,10 @@ type Session struct {
 	Created  time.Time `json:"created"`
 	LastUsed time.Time `json:"last_used"`
 	Shell    string    `json:"shell"`
-	// Cwd and Env are as of the last completed command.
+	// Cwd and Env are as of the last completed command. (Env is stored
+	// apart: List leaves it nil.)
 	Cwd    string   `json:"cwd"`
-	Env    []string `json:"env"`
+	Env    []string `json:"env,omitempty"`
 	State  State    `json:"state"`
 	Keeper *Keeper  `json:"keeper,omitempty"`
 }
@@ -116,6 +122,30 @@ var migrations = []func(tx *bolt.Tx) error{
 	func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(sessionsBucket)
 		return err
+	},
+	// 1 -> 2: environments move to a bucket of their own.
+	func(tx *bolt.Tx) error {
+		if _, err := tx.CreateBucketIfNotExists(envBucket); err != nil {
+			return err
+		}
+		var recs []*Session
+		err := tx.Bucket(sessionsBucket).ForEach(func(k, v []byte) error {
+			var rec Session
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("session %q: %w", k, err)
+			}
+			recs = append(recs, &rec)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if err := put(tx, rec); err != nil {
+				return err
+			}
+		}
+		return nil
 	},
 }
 
@@ -163,18 +193,49 @@ func migrate(tx *bolt.Tx) error {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
+// put writes rec in tx: the record without its environment, and the
+// environment apart.
+func put(tx *bolt.Tx, rec *Session) error {
+	env, err := json.Marshal(rec.Env)
+	if err != nil {
+		return err
+	}
+	bare := *rec
+	bare.Env = nil
+	b, err := json.Marshal(&bare)
+	if err != nil {
+		return err
+	}
+	if err := tx.Bucket(sessionsBucket).Put([]byte(rec.Name), b); err != nil {
+		return err
+	}
+	return tx.Bucket(envBucket).Put([]byte(rec.Name), env)
+}
+
+// get reads the whole record of name in tx (nil if there is none).
+func get(tx *bolt.Tx, name string) (*Session, error) {
+	b := tx.Bucket(sessionsBucket).Get([]byte(name))
+	if b == nil {
+		return nil, nil
+	}
+	rec := new(Session)
+	if err := json.Unmarshal(b, rec); err != nil {
+		return nil, fmt.Errorf("session %q: %w", name, err)
+	}
+	if env := tx.Bucket(envBucket).Get([]byte(name)); env != nil {
+		if err := json.Unmarshal(env, &rec.Env); err != nil {
+			return nil, fmt.Errorf("session %q environment: %w", name, err)
+		}
+	}
+	return rec, nil
+}
+
 // Put writes rec, replacing any record of the same name.
 func (s *Store) Put(rec *Session) error {
 	if err := CheckName(rec.Name); err != nil {
 		return err
 	}
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return s.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(sessionsBucket).Put([]byte(rec.Name), b)
-	})
+	return s.db.Update(func(tx *bolt.Tx) error { return put(tx, rec) })
 }
 
 // Get reads the record of name.
@@ -184,12 +245,11 @@ func (s *Store) Get(name string) (*Session, error) {
 	}
 	var rec *Session
 	err := s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(sessionsBucket).Get([]byte(name))
-		if b == nil {
-			return fmt.Errorf("session %q: %w", name, ErrNotFound)
+		var err error
+		if rec, err = get(tx, name); err == nil && rec == nil {
+			err = fmt.Errorf("session %q: %w", name, ErrNotFound)
 		}
-		rec = new(Session)
-		return json.Unmarshal(b, rec)
+		return err
 	})
 	return rec, err
 }
@@ -202,24 +262,18 @@ func (s *Store) Update(name string, fn func(*Session) error) error {
 		return err
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(sessionsBucket)
-		b := bk.Get([]byte(name))
-		if b == nil {
-			return fmt.Errorf("session %q: %w", name, ErrNotFound)
-		}
-		var rec Session
-		if err := json.Unmarshal(b, &rec); err != nil {
-			return fmt.Errorf("session %q: %w", name, err)
-		}
-		if err := fn(&rec); err != nil {
-			return err
-		}
-		rec.Name = name
-		out, err := json.Marshal(&rec)
+		rec, err := get(tx, name)
 		if err != nil {
 			return err
 		}
-		return bk.Put([]byte(name), out)
+		if rec == nil {
+			return fmt.Errorf("session %q: %w", name, ErrNotFound)
+		}
+		if err := fn(rec); err != nil {
+			return err
+		}
+		rec.Name = name
+		return put(tx, rec)
 	})
 }
 
@@ -233,18 +287,36 @@ func (s *Store) Delete(name string) error {
 		if bk.Get([]byte(name)) == nil {
 			return fmt.Errorf("session %q: %w", name, ErrNotFound)
 		}
+		if err := tx.Bucket(envBucket).Delete([]byte(name)); err != nil {
+			return err
+		}
 		return bk.Delete([]byte(name))
 	})
 }
 
-// List returns every record, by name, from one consistent snapshot.
-func (s *Store) List() ([]*Session, error) {
+// List returns every record, by name, from one consistent snapshot,
+// without their environments (Env is nil): a listing reads only what it
+// shows.
+func (s *Store) List() ([]*Session, error) { return s.list(false) }
+
+// All is List with every record's environment.
+func (s *Store) All() ([]*Session, error) { return s.list(true) }
+
+func (s *Store) list(withEnv bool) ([]*Session, error) {
 	var out []*Session
 	err := s.db.View(func(tx *bolt.Tx) error {
+		envs := tx.Bucket(envBucket)
 		return tx.Bucket(sessionsBucket).ForEach(func(k, v []byte) error {
 			var rec Session
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return fmt.Errorf("session %q: %w", k, err)
+			}
+			if withEnv {
+				if env := envs.Get(k); env != nil {
+					if err := json.Unmarshal(env, &rec.Env); err != nil {
+						return fmt.Errorf("session %q environment: %w", k, err)
+					}
+				}
 			}
 			out = append(out, &rec)
 			return nil
@@ -252,4 +324,14 @@ func (s *Store) List() ([]*Session, error) {
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, err
+}
+
+// Count returns the number of records.
+func (s *Store) Count() (int, error) {
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(sessionsBucket).Stats().KeyN
+		return nil
+	})
+	return n, err
 }

@@ -76,13 +76,29 @@ func TestPutGetUpdateDeleteList(t *testing.T) {
 	if got, _ := s.Get("a"); got.Cwd != "/tmp" || got.State != Up || got.Keeper.Pid != 42 {
 		t.Fatalf("after update: %+v", got)
 	}
+	if err := s.Update("a", func(r *Session) error { r.Env = []string{"X=1", "Y="}; return nil }); err != nil {
+		t.Fatal(err)
+	}
 	list, err := s.List()
-	if err != nil || len(list) != 3 || list[0].Name != "a" || list[2].Name != "c.2_x-y" {
+	if err != nil || len(list) != 3 || list[0].Name != "a" || list[2].Name != "c.2_x-y" || list[0].Env != nil {
 		t.Fatalf("list %v %v", list, err)
+	}
+	all, err := s.All()
+	if err != nil || len(all) != 3 || len(all[0].Env) != 2 || all[0].Env[0] != "X=1" || all[0].Cwd != "/tmp" {
+		t.Fatalf("all %+v %v", all, err)
+	}
+	if n, err := s.Count(); n != 3 || err != nil {
+		t.Fatalf("count %d %v", n, err)
 	}
 	if err := s.Delete("b"); err != nil {
 		t.Fatal(err)
 	}
+	s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(envBucket).Get([]byte("b")) != nil {
+			t.Error("a deleted session's environment is left")
+		}
+		return nil
+	})
 	for _, op := range []error{s.Delete("b"), s.Update("b", func(*Session) error { return nil }), func() error { _, err := s.Get("b"); return err }()} {
 		if !errors.Is(op, ErrNotFound) {
 			t.Fatalf("missing session: %v", op)
@@ -140,6 +156,37 @@ func TestMigrationsAndVersions(t *testing.T) {
 	if _, err := s.Get("kept"); err != nil {
 		t.Fatalf("record lost on reopen: %v", err)
 	}
+	s.Close()
+	// A version-1 database, environments in line: they move to their own
+	// bucket, and nothing else of the record changes.
+	v1 := filepath.Join(dir, "v1.db")
+	db, err = bolt.Open(v1, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Update(func(tx *bolt.Tx) error {
+		m, _ := tx.CreateBucketIfNotExists(metaBucket)
+		m.Put(versionKey, []byte("1"))
+		b, _ := tx.CreateBucketIfNotExists(sessionsBucket)
+		return b.Put([]byte("old"), []byte(`{"name":"old","shell":"/bin/dash","cwd":"/srv","env":["A=1","B=two words"],"state":"up","keeper":{"pid":9,"start_time":3,"boot_id":"x"}}`))
+	})
+	db.Close()
+	if s, err = Open(v1); err != nil {
+		t.Fatalf("migrating from 1: %v", err)
+	}
+	got, err := s.Get("old")
+	if err != nil || got.Shell != "/bin/dash" || got.Cwd != "/srv" || len(got.Env) != 2 || got.Env[1] != "B=two words" || got.Keeper.Pid != 9 {
+		t.Fatalf("after migration: %+v %v", got, err)
+	}
+	s.db.View(func(tx *bolt.Tx) error {
+		if v := string(tx.Bucket(metaBucket).Get(versionKey)); v != strconv.Itoa(Version) {
+			t.Errorf("version %q after migration", v)
+		}
+		if raw := tx.Bucket(sessionsBucket).Get([]byte("old")); strings.Contains(string(raw), "A=1") {
+			t.Errorf("environment still in the record: %s", raw)
+		}
+		return nil
+	})
 	s.Close()
 	// A database from a newer corral is refused, and left as it was.
 	newer := filepath.Join(dir, "newer.db")
