@@ -60,6 +60,12 @@ func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 		}
 		work := t.TempDir()
 		mustRun(t, s1, "cd "+work+"; export KEPT='a b'")
+		// The held shell keeps its channel open on descriptor 3; no
+		// command can reach it.
+		out, _, r, err := run(t, s1, "echo : >&3; echo w=$?; cat <&3; echo r=$?", Options{Timeout: 5 * time.Second})
+		if err != nil && r.Outcome != corral.OutcomeExited || out != "w=2\nr=2\n" && out != "w=1\nr=1\n" {
+			t.Fatalf("descriptor 3 reachable from a command: %q %+v", out, r)
+		}
 		ran := make(chan error, 1)
 		go func() {
 			_, _, _, err := run(t, s1, "sleep 0.4; echo late; echo late >&2")
@@ -175,7 +181,7 @@ func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 	sh := s1.sh
 	s1.mu.Unlock()
 	// What Exec writes for a command with stdin, with no writer to come.
-	if _, err := sh.ctl.Write([]byte(commandLine("cat; echo eof", newNonce(), in, false))); err != nil {
+	if _, err := sh.ctl.Write([]byte(commandLine("cat; echo eof", newNonce(), in, false, true))); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // the shell is in open(2) on the FIFO

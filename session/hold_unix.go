@@ -137,7 +137,7 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	}
 	releaseStdin(cfg.HoldDir)
 	sh := newShell(&s.cfg, tree, ends)
-	if _, err := sh.ctl.Write([]byte(prelude)); err != nil {
+	if _, err := sh.ctl.Write([]byte(preludeFor(true))); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)
 	}
