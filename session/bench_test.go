@@ -51,12 +51,18 @@ func pct(d []time.Duration, p float64) time.Duration {
 func usOf(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 
 // BenchmarkExecTrue: Exec("true") on a warm session against a round trip
-// of a bare persistent shell ("true; echo MARK$?") on the same shell.
+// of a bare persistent shell ("true; echo MARK$?") on the same shell; the
+// held variants are sessions held in FIFOs, as the daemon keeps them.
 // Goals: p50 within 3x of the bare p50, p99 under 1 ms.
 func BenchmarkExecTrue(b *testing.B) {
-	for _, sh := range []string{"bash", "dash"} {
-		b.Run(sh, func(b *testing.B) {
-			s, err := New(Config{Shell: sh, Dir: os.TempDir()})
+	for _, v := range []string{"bash", "dash", "bash-held", "dash-held"} {
+		b.Run(v, func(b *testing.B) {
+			sh, held := strings.CutSuffix(v, "-held")
+			cfg := Config{Shell: sh, Dir: os.TempDir()}
+			if held {
+				cfg.HoldDir = b.TempDir()
+			}
+			s, err := New(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
