@@ -128,7 +128,12 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*c
 type Session struct {
 	Name, State, Shell, Cwd string
 	Created, LastUsed       time.Time
-	KeeperPid               int
+	// KeeperPid is the pid of the session's shell, which holds the
+	// session (0 when it is down).
+	KeeperPid int
+	// Busy says a command is running; Reason says why a session is broken.
+	Busy   bool
+	Reason string
 }
 
 // List lists the sessions.
@@ -140,7 +145,8 @@ func (c *Client) List(ctx context.Context) ([]Session, error) {
 	out := make([]Session, 0, len(resp.Sessions))
 	for _, s := range resp.Sessions {
 		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.Cwd,
-			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), KeeperPid: int(s.KeeperPid)})
+			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), KeeperPid: int(s.KeeperPid),
+			Busy: s.Busy, Reason: s.Reason})
 	}
 	return out, nil
 }

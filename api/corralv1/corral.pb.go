@@ -469,8 +469,10 @@ type SessionInfo struct {
 	LastUsedUnix int64  `protobuf:"varint,6,opt,name=last_used_unix,json=lastUsedUnix,proto3" json:"last_used_unix,omitempty"`
 	// keeper_pid is the pid of the process holding the session: its shell,
 	// which holds its own command channel and output (0 when down).
-	KeeperPid     int32 `protobuf:"varint,7,opt,name=keeper_pid,json=keeperPid,proto3" json:"keeper_pid,omitempty"`
-	Busy          bool  `protobuf:"varint,8,opt,name=busy,proto3" json:"busy,omitempty"`
+	KeeperPid int32 `protobuf:"varint,7,opt,name=keeper_pid,json=keeperPid,proto3" json:"keeper_pid,omitempty"`
+	Busy      bool  `protobuf:"varint,8,opt,name=busy,proto3" json:"busy,omitempty"`
+	// reason says why a session is broken.
+	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -559,6 +561,13 @@ func (x *SessionInfo) GetBusy() bool {
 		return x.Busy
 	}
 	return false
+}
+
+func (x *SessionInfo) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 type ListRequest struct {
@@ -961,7 +970,7 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12+\n" +
 	"\x06result\x18\x03 \x01(\v2\x11.corral.v1.ResultH\x00R\x06resultB\x05\n" +
-	"\x03msg\"\xdb\x01\n" +
+	"\x03msg\"\xf3\x01\n" +
 	"\vSessionInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
@@ -971,7 +980,8 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\x0elast_used_unix\x18\x06 \x01(\x03R\flastUsedUnix\x12\x1d\n" +
 	"\n" +
 	"keeper_pid\x18\a \x01(\x05R\tkeeperPid\x12\x12\n" +
-	"\x04busy\x18\b \x01(\bR\x04busy\"\r\n" +
+	"\x04busy\x18\b \x01(\bR\x04busy\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\"\r\n" +
 	"\vListRequest\"B\n" +
 	"\fListResponse\x122\n" +
 	"\bsessions\x18\x01 \x03(\v2\x16.corral.v1.SessionInfoR\bsessions\"5\n" +

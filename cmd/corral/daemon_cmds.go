@@ -315,9 +315,13 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 			if asJSON {
 				out := []map[string]any{}
 				for _, s := range resp.Sessions {
-					out = append(out, map[string]any{"name": s.Name, "state": s.State, "shell": s.Shell, "cwd": s.Cwd,
+					e := map[string]any{"name": s.Name, "state": s.State, "shell": s.Shell, "cwd": s.Cwd,
 						"created": time.Unix(s.CreatedUnix, 0).UTC(), "last_used": time.Unix(s.LastUsedUnix, 0).UTC(),
-						"keeper_pid": s.KeeperPid})
+						"keeper_pid": s.KeeperPid, "busy": s.Busy}
+					if s.Reason != "" {
+						e["reason"] = s.Reason
+					}
+					out = append(out, e)
 				}
 				return json.NewEncoder(stdout).Encode(out)
 			}

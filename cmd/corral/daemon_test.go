@@ -397,6 +397,25 @@ func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 // socket) instead of a held shell.
 func forgeRecord(t *testing.T, state, name string, pid int, legacy bool) {
 	t.Helper()
+	k := &store.Keeper{Pid: pid, StartTime: 1, BootID: bootID(t), Isolation: "pgroup",
+		Pgid: pid, Marker: "CORRAL_TREE=forged"}
+	if legacy {
+		k.Socket = filepath.Join(state, "keepers", "forged.sock")
+	}
+	putRecord(t, state, &store.Session{Name: name, Shell: "/bin/sh", Cwd: "/", State: store.Up, Keeper: k})
+}
+
+func bootID(t *testing.T) string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// putRecord writes rec into the store of state, with the daemon stopped.
+func putRecord(t *testing.T, state string, rec *store.Session) {
+	t.Helper()
 	e := &daemonEnv{t: t, state: state}
 	e.run("daemon", "stop")
 	s, err := store.Open(filepath.Join(state, "corral.db"))
@@ -404,14 +423,46 @@ func forgeRecord(t *testing.T, state, name string, pid int, legacy bool) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	k := &store.Keeper{Pid: pid, StartTime: 1, BootID: strings.TrimSpace(string(boot)), Isolation: "pgroup",
-		Pgid: pid, Marker: "CORRAL_TREE=forged"}
-	if legacy {
-		k.Socket = filepath.Join(state, "keepers", "forged.sock")
-	}
-	if err := s.Put(&store.Session{Name: name, Shell: "/bin/sh", Cwd: "/", State: store.Up, Keeper: k}); err != nil {
+	if err := s.Put(rec); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDaemonBrokenSession: a record whose tree cannot be checked (it names
+// a cgroup corral does not make) lists as broken with its reason, refuses
+// commands (a second shell must not be started beside one that may live),
+// and goes with corral kill; the name then works afresh.
+func TestDaemonBrokenSession(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("ok", "true")
+	putRecord(t, e.state, &store.Session{Name: "odd", Shell: "/bin/sh", Cwd: "/", State: store.Up,
+		Keeper: &store.Keeper{Pid: 1, StartTime: 1, BootID: bootID(t), Isolation: "cgroup", Cgroup: "/tmp/t-not-a-cgroup"}})
+	out, _, rc := e.run("ls", "--json")
+	if rc != 0 {
+		t.Fatalf("ls: %d", rc)
+	}
+	var list []map[string]any
+	json.Unmarshal([]byte(out), &list)
+	var odd map[string]any
+	for _, s := range list {
+		if s["name"] == "odd" {
+			odd = s
+		}
+	}
+	if odd == nil || odd["state"] != "broken" || !strings.Contains(fmt.Sprint(odd["reason"]), "not a corral tree cgroup") {
+		t.Fatalf("broken session listed as %v", odd)
+	}
+	if got := e.ls()["ok"]; got.State != "up" {
+		t.Fatalf("a healthy session beside it: %+v", got)
+	}
+	if _, errs, rc := e.run("exec", "-s", "odd", "--", "echo ran"); rc != 125 || !strings.Contains(errs, "broken") {
+		t.Fatalf("exec on a broken session: exit %d, %q", rc, errs)
+	}
+	if _, errs, rc := e.run("kill", "odd"); rc != 0 {
+		t.Fatalf("kill: %d %s", rc, errs)
+	}
+	if out, rc := e.exec("odd", "echo fresh"); rc != 0 || out != "fresh\n" {
+		t.Fatalf("after kill: %q %d", out, rc)
 	}
 }
 

@@ -190,9 +190,25 @@ func (d *Daemon) recover() {
 				continue
 			}
 		}
-		reapTree(rec.Keeper)
-		d.store.Update(rec.Name, func(r *store.Session) error { r.State, r.Keeper = store.Down, nil; return nil })
+		d.settle(rec.Name, rec.Keeper)
 	}
+}
+
+// settle kills what is left of a recorded shell tree that is not held
+// (through its identity) and marks the session down; if that cannot be
+// done, the session is broken, its identity kept for another attempt.
+func (d *Daemon) settle(name string, k *store.Keeper) error {
+	if err := reapTree(k); err != nil {
+		d.store.Update(name, func(r *store.Session) error {
+			r.State, r.Reason = store.Broken, err.Error()
+			return nil
+		})
+		return err
+	}
+	return d.store.Update(name, func(r *store.Session) error {
+		r.State, r.Keeper, r.Reason = store.Down, nil, ""
+		return nil
+	})
 }
 
 func identityOf(k *store.Keeper) corral.Identity {
@@ -201,20 +217,33 @@ func identityOf(k *store.Keeper) corral.Identity {
 }
 
 // reapTree kills whatever is left of a recorded tree (a session's shell
-// and its commands, or a keeper's) through its recorded identity.
-func reapTree(k *store.Keeper) {
+// and its commands, or a keeper's) through its recorded identity. It
+// returns nil when nothing of the tree is left (or nothing can be: another
+// boot, no cgroup), and an error when the identity cannot be checked (it
+// names a cgroup corral does not make) or the tree outlived SIGKILL.
+func reapTree(k *store.Keeper) error {
 	o, err := contain.Adopt(contain.Identity{
 		Isolation: contain.Isolation(k.Isolation), Pid: k.Pid, Pgid: k.Pgid,
 		Cgroup: k.Cgroup, StartTime: k.StartTime, BootID: k.BootID, Marker: k.Marker,
 	})
-	if err != nil {
-		return // gone (or another boot): nothing to kill
+	if errors.Is(err, contain.ErrGone) {
+		return nil
 	}
-	if pids, err := o.Members(); err == nil && len(pids) > 0 {
+	if err != nil {
+		return fmt.Errorf("its recorded tree cannot be checked: %w", err)
+	}
+	pids, err := o.Members()
+	if err != nil {
+		return fmt.Errorf("its recorded tree cannot be listed: %w", err)
+	}
+	if len(pids) > 0 {
 		o.Kill()
-		o.WaitEmpty(contain.KillBound)
+		if err := o.WaitEmpty(contain.KillBound); err != nil {
+			return fmt.Errorf("its recorded tree outlived SIGKILL: %w", err)
+		}
 	}
 	o.Remove()
+	return nil
 }
 
 // sessionConfig is the session of rec: its shell, held in its directory,
@@ -280,7 +309,9 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 		return nil, err
 	}
 	if rec.Keeper != nil {
-		reapTree(rec.Keeper)
+		if err := d.settle(name, rec.Keeper); err != nil {
+			return nil, fmt.Errorf("session %s is broken: %v (corral kill %s drops it)", name, err, name)
+		}
 	}
 	if err := os.MkdirAll(d.holdDir(name), 0o700); err != nil {
 		return nil, err
@@ -399,7 +430,7 @@ func (d *Daemon) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListResponse,
 	out := &pb.ListResponse{}
 	for _, r := range recs {
 		si := &pb.SessionInfo{Name: r.Name, State: string(r.State), Shell: r.Shell, Cwd: r.Cwd,
-			CreatedUnix: r.Created.Unix(), LastUsedUnix: r.LastUsed.Unix()}
+			CreatedUnix: r.Created.Unix(), LastUsedUnix: r.LastUsed.Unix(), Reason: r.Reason}
 		d.mu.Lock()
 		s := d.sessions[r.Name]
 		d.mu.Unlock()
@@ -468,6 +499,8 @@ func (d *Daemon) kill(name string) error {
 		}
 	}
 	if rec.Keeper != nil {
+		// A tree that cannot be checked is left alone: only the record
+		// goes (the user asked for that).
 		reapTree(rec.Keeper)
 	}
 	os.RemoveAll(d.holdDir(name))

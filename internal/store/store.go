@@ -81,13 +81,18 @@ func ValidName(s string, max int) bool {
 type State string
 
 const (
-	Up     State = "up"     // its keeper is alive and verified
-	Down   State = "down"   // no keeper: the next command starts one, in the saved cwd and environment
-	Broken State = "broken" // its keeper is alive but does not answer
+	Up   State = "up"   // its shell is alive and held by the daemon
+	Down State = "down" // no shell: the next command starts one, in the saved cwd and environment
+	// Broken: what its recorded shell left could not be verified as gone
+	// or be stopped (Reason says why); nothing is started for it until
+	// that succeeds or the session is killed.
+	Broken State = "broken"
 )
 
 // Keeper identifies the process holding a session, durably: a pid is
-// trusted only together with its start time and the boot id.
+// trusted only together with its start time and the boot id. It is the
+// session's shell (which holds its own FIFOs); records of older corrals
+// name a keeper process, with its Socket.
 type Keeper struct {
 	Pid       int    `json:"pid"`
 	StartTime uint64 `json:"start_time"`
@@ -111,6 +116,8 @@ type Session struct {
 	Env    []string `json:"env,omitempty"`
 	State  State    `json:"state"`
 	Keeper *Keeper  `json:"keeper,omitempty"`
+	// Reason says why the session is broken.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Store is an open database. Its methods are safe for concurrent use.
