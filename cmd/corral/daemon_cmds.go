@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
@@ -126,7 +127,9 @@ func daemonCommand(stdout io.Writer) *cobra.Command {
 		Use:   "daemon [stop|status]",
 		Short: "Run the corral daemon in the foreground, stop it, or show its status",
 		Long: `Run the daemon that serves named sessions (in the foreground), or stop or
-describe the running one. Stopping the daemon leaves every session running:
+describe the running one. $CORRAL_ISOLATION (auto, cgroup, pgroup) selects
+how its sessions' shells are contained. Stopping the daemon leaves every
+session running:
 each session's shell holds its own command channel and output (FIFOs in the
 state directory), and the next daemon takes it over.`,
 		Args:      cobra.MaximumNArgs(1),
@@ -182,7 +185,13 @@ state directory), and the next daemon takes it over.`,
 }
 
 func runDaemon(dir string) error {
-	d, err := daemon.Open(daemon.Config{StateDir: dir})
+	iso := os.Getenv("CORRAL_ISOLATION")
+	switch iso {
+	case "", "auto", "cgroup", "pgroup", "job":
+	default:
+		return usageErr("CORRAL_ISOLATION: want auto, cgroup, pgroup or job, got %q", iso)
+	}
+	d, err := daemon.Open(daemon.Config{StateDir: dir, Isolation: corral.Isolation(iso)})
 	if err != nil {
 		code := exitInternal
 		if errors.Is(err, daemon.ErrRunning) || errors.Is(err, store.ErrLocked) {

@@ -178,6 +178,15 @@ func TestDaemonClientKilledMidCommand(t *testing.T) {
 }
 
 func TestDaemonKilledSessionsSurvive(t *testing.T) {
+	for _, iso := range []string{"cgroup", "pgroup"} {
+		t.Run(iso, func(t *testing.T) {
+			t.Setenv("CORRAL_ISOLATION", iso) // inherited by the daemon the CLI starts
+			testKilledSessionsSurvive(t, iso)
+		})
+	}
+}
+
+func testKilledSessionsSurvive(t *testing.T, iso string) {
 	e := newDaemonEnv(t)
 	dir, busyDir := t.TempDir(), t.TempDir()
 	e.exec("idle", "cd "+dir+"; export KEEP=yes; LOCAL=shell")
@@ -204,6 +213,9 @@ func TestDaemonKilledSessionsSurvive(t *testing.T) {
 			t.Fatalf("session %s's shell died with the daemon", name)
 		}
 	}
+	if got := shellIsolation(t, before["idle"].KeeperPid); got != iso {
+		t.Fatalf("the shell is contained by %s, want %s", got, iso)
+	}
 	after := e.ls() // starts a new daemon, which takes the shells over
 	if s := after["idle"]; s.State != "up" || s.KeeperPid != before["idle"].KeeperPid {
 		t.Fatalf("idle after restart: %+v (was %+v)", s, before["idle"])
@@ -220,6 +232,24 @@ func TestDaemonKilledSessionsSurvive(t *testing.T) {
 	if orphan == 0 || !waitGone(orphan, 5*time.Second) {
 		t.Fatalf("the interrupted command (pid %d) outlived the takeover", orphan)
 	}
+}
+
+// shellIsolation tells how the process pid is contained: "cgroup" if it
+// is in a corral tree cgroup, else "pgroup" if it leads its own group.
+func shellIsolation(t *testing.T, pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "0::") && strings.Contains(line, "/t-") {
+			return "cgroup"
+		}
+	}
+	if pgid, _ := syscall.Getpgid(pid); pgid == pid {
+		return "pgroup"
+	}
+	return "none"
 }
 
 func TestDaemonRebootKeepsRecords(t *testing.T) {

@@ -48,6 +48,8 @@ import (
 type Config struct {
 	// StateDir holds the socket, the store and the sessions' FIFOs.
 	StateDir string
+	// Isolation contains new sessions' shells ("" is auto).
+	Isolation corral.Isolation
 }
 
 // Daemon serves the Daemon API.
@@ -256,7 +258,7 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 	}
 	name := rec.Name
 	return session.Config{
-		Shell: rec.Shell, Dir: dir, Env: rec.Env, TrackEnv: true, RestoreOnReset: true,
+		Shell: rec.Shell, Dir: dir, Env: rec.Env, TrackEnv: true, RestoreOnReset: true, Isolation: d.cfg.Isolation,
 		HoldDir: d.holdDir(name),
 		OnStart: func(id corral.Identity) error {
 			return d.store.Update(name, func(r *store.Session) error {
