@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -191,7 +192,8 @@ func runDaemon(dir string) error {
 	default:
 		return usageErr("CORRAL_ISOLATION: want auto, cgroup, pgroup or job, got %q", iso)
 	}
-	d, err := daemon.Open(daemon.Config{StateDir: dir, Isolation: corral.Isolation(iso)})
+	d, err := daemon.Open(daemon.Config{StateDir: dir, Isolation: corral.Isolation(iso),
+		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		code := exitInternal
 		if errors.Is(err, daemon.ErrRunning) || errors.Is(err, store.ErrLocked) {

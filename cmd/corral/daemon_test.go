@@ -220,6 +220,9 @@ func testKilledSessionsSurvive(t *testing.T, iso string) {
 	if s := after["idle"]; s.State != "up" || s.KeeperPid != before["idle"].KeeperPid {
 		t.Fatalf("idle after restart: %+v (was %+v)", s, before["idle"])
 	}
+	if log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log")); !strings.Contains(string(log), "took over shell") {
+		t.Fatalf("daemon.log says nothing of the take-over:\n%s", log)
+	}
 	if out, rc := e.exec("idle", `echo "$PWD $KEEP $LOCAL"`); rc != 0 || out != dir+" yes shell\n" {
 		t.Fatalf("same shell after restart: %q %d", out, rc)
 	}

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -50,6 +51,10 @@ type Config struct {
 	StateDir string
 	// Isolation contains new sessions' shells ("" is auto).
 	Isolation corral.Isolation
+	// Log receives one line per lifecycle decision: start, take-over,
+	// sessions found down or broken, shells started, kills, stop. Nil
+	// discards.
+	Log *slog.Logger
 }
 
 // Daemon serves the Daemon API.
@@ -78,6 +83,9 @@ func SocketPath(stateDir string) string { return filepath.Join(stateDir, "corral
 // Open prepares a daemon: the store, the sessions' directory, the socket,
 // and the take-over of live shells. Serve then answers clients.
 func Open(cfg Config) (*Daemon, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sessions"), 0o700); err != nil {
 		return nil, err
 	}
@@ -101,6 +109,7 @@ func Open(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	// Only the daemon that owns the socket takes shells over.
+	cfg.Log.Info("daemon starting", "pid", os.Getpid(), "state_dir", cfg.StateDir)
 	d.recover()
 	d.srv = grpc.NewServer()
 	pb.RegisterDaemonServer(d.srv, d)
@@ -150,6 +159,7 @@ func (d *Daemon) shutdown() {
 		d.detachAll()
 		d.store.Close()
 		os.Remove(filepath.Join(d.cfg.StateDir, "daemon.pid"))
+		d.cfg.Log.Info("daemon stopped; every session's shell goes on")
 	})
 }
 
@@ -189,8 +199,10 @@ func (d *Daemon) recover() {
 			if err == nil {
 				d.sessions[rec.Name] = s
 				d.store.Update(rec.Name, func(r *store.Session) error { r.State = store.Up; return nil })
+				d.cfg.Log.Info("took over shell", "session", rec.Name, "pid", rec.Keeper.Pid)
 				continue
 			}
+			d.cfg.Log.Info("cannot take over shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
 		}
 		d.settle(rec.Name, rec.Keeper)
 	}
@@ -205,8 +217,10 @@ func (d *Daemon) settle(name string, k *store.Keeper) error {
 			r.State, r.Reason = store.Broken, err.Error()
 			return nil
 		})
+		d.cfg.Log.Warn("session broken", "session", name, "err", err)
 		return err
 	}
+	d.cfg.Log.Info("session down", "session", name)
 	return d.store.Update(name, func(r *store.Session) error {
 		r.State, r.Keeper, r.Reason = store.Down, nil, ""
 		return nil
@@ -261,6 +275,7 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 		Shell: rec.Shell, Dir: dir, Env: rec.Env, TrackEnv: true, RestoreOnReset: true, Isolation: d.cfg.Isolation,
 		HoldDir: d.holdDir(name),
 		OnStart: func(id corral.Identity) error {
+			d.cfg.Log.Info("shell started", "session", name, "pid", id.Pid, "isolation", id.Isolation)
 			return d.store.Update(name, func(r *store.Session) error {
 				r.Keeper = &store.Keeper{Pid: id.Pid, StartTime: id.StartTime, BootID: id.BootID,
 					Isolation: string(id.Isolation), Pgid: id.Pgid, Cgroup: id.Cgroup, Marker: id.Marker}
@@ -509,6 +524,7 @@ func (d *Daemon) kill(name string) error {
 	if err := d.store.Delete(name); err != nil && !errors.Is(err, store.ErrNotFound) {
 		errs = append(errs, err)
 	}
+	d.cfg.Log.Info("session killed", "session", name, "err", errors.Join(errs...))
 	return errors.Join(errs...)
 }
 
