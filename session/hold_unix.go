@@ -162,6 +162,11 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	return s, nil
 }
 
+// CanAttach reports whether Attach can take a held shell over on this
+// platform (Linux: a shell is re-found through its start time and a
+// pidfd; elsewhere it cannot be verified, so it is never taken over).
+func CanAttach() bool { return contain.CanAdopt() }
+
 // TakeoverBound is how long Attach lets a taken-over shell finish what it
 // was running before it cancels that command.
 const TakeoverBound = time.Second

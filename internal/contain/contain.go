@@ -180,6 +180,11 @@ func Adopt(ident Identity) (Orphan, error) { return adopt(ident) }
 // again.
 func AdoptLive(ident Identity) (Tree, error) { return adoptLive(ident) }
 
+// CanAdopt reports whether recorded trees can be found again here (Adopt
+// and AdoptLive): Linux only, where /proc gives start times and pidfds
+// pin processes.
+func CanAdopt() bool { return canAdopt }
+
 // ProcessAlive reports whether the process pid that started at start
 // (clock ticks after boot) is still running. Where that cannot be known it
 // reports true, so nothing is reaped on a guess.

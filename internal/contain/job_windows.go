@@ -247,6 +247,8 @@ func OwnAllChildren() {}
 // CgroupBase reports that there are no cgroups here.
 func CgroupBase() (string, error) { return "", ErrUnsupported }
 
+const canAdopt = false
+
 func adoptLive(Identity) (Tree, error) { return nil, ErrUnsupported }
 
 func adopt(ident Identity) (Orphan, error) {

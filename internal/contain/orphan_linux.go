@@ -140,6 +140,8 @@ func selfStart() uint64 {
 	return st.StartTime
 }
 
+const canAdopt = true
+
 func adoptLive(ident Identity) (Tree, error) {
 	o, err := adopt(ident)
 	if err != nil {

@@ -219,6 +219,8 @@ func CgroupBase() (string, error) { return "", ErrUnsupported }
 
 // adopt is unsupported: without /proc start times a recorded pid cannot be
 // told from a reused one, so nothing is signalled after a crash.
+const canAdopt = false
+
 func adoptLive(Identity) (Tree, error) { return nil, ErrUnsupported }
 
 func adopt(ident Identity) (Orphan, error) {

@@ -170,7 +170,14 @@ func (d *Daemon) detachAll() {
 	d.sessions = map[string]*session.Session{}
 	d.mu.Unlock()
 	for _, s := range ss {
-		s.Detach()
+		if session.CanAttach() {
+			s.Detach()
+		} else {
+			// No later daemon could verify and take the shell over: end
+			// it now, so that the session is down (and restored in its
+			// saved cwd and environment), not broken.
+			s.Close()
+		}
 	}
 }
 
