@@ -114,9 +114,11 @@ func releaseStdin(dir string) {
 // the session (so with RestoreOnReset the fresh shell starts in the saved
 // directory and environment).
 //
-// If the shell is gone, or cannot be taken over, Attach returns an error
-// and leaves nothing of its tree running (it is stopped through the
-// identity gate).
+// If the shell is alive but cannot be taken over (its FIFOs are gone),
+// Attach stops its tree through the identity gate and returns an error. If
+// the shell is gone already, the error wraps contain's ErrGone and what
+// its tree may have left (background jobs) is not touched here: the
+// caller reaps it through the same identity, as the daemon does.
 func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	if cfg.HoldDir == "" {
 		return nil, errors.New("session: Attach needs Config.HoldDir")

@@ -193,6 +193,7 @@ func (d *Daemon) holdDir(name string) string {
 func (d *Daemon) recover() {
 	recs, err := d.store.All()
 	if err != nil {
+		d.cfg.Log.Error("cannot read the session records; no shell taken over", "err", err)
 		return
 	}
 	for _, rec := range recs {
