@@ -25,5 +25,11 @@
 // session. Callers who cannot afford a reset use RunOnce, which runs one
 // command in a fresh contained shell.
 //
+// A held session (Config.HoldDir) outlives its owner: its command channel
+// and output are FIFOs that the shell itself holds open, so no helper
+// process is needed and the owner's death costs nothing. Another process
+// takes the shell over with Attach, after checking the identity recorded
+// through Config.OnStart (Linux only; see CanAttach).
+//
 // Sessions need a POSIX shell; on Windows, New returns ErrUnsupported.
 package session
