@@ -46,14 +46,18 @@ func stateDir() (string, error) {
 // rpcErr maps an RPC error to an exit code and one line.
 func rpcErr(err error) error {
 	s, _ := status.FromError(err)
-	code := exitInternal
+	code, msg := exitInternal, s.Message()
 	switch s.Code() {
 	case codes.InvalidArgument:
 		code = exitUsage
 	case codes.NotFound:
 		code = 1
+	case codes.Unavailable:
+		// The daemon died or stopped under the call (a running command
+		// may have run: the next daemon cancels it).
+		msg = "lost the daemon: " + msg
 	}
-	return &exitError{code: code, msg: s.Message()}
+	return &exitError{code: code, msg: msg}
 }
 
 // dial connects to the daemon of dir, starting one if none answers. Whether

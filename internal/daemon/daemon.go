@@ -317,7 +317,7 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 	s, closing := d.sessions[name], d.closing
 	d.mu.Unlock()
 	if closing {
-		return nil, errors.New("the daemon is stopping")
+		return nil, status.Error(codes.Unavailable, "the daemon is stopping")
 	}
 	if s != nil && !s.Closed() {
 		return s, nil
@@ -335,7 +335,7 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 	}
 	if rec.Keeper != nil {
 		if err := d.settle(name, rec.Keeper); err != nil {
-			return nil, fmt.Errorf("session %s is broken: %v (corral kill %s drops it)", name, err, name)
+			return nil, status.Errorf(codes.FailedPrecondition, "session %s is broken: %v (corral kill %s drops it)", name, err, name)
 		}
 	}
 	if err := os.MkdirAll(d.holdDir(name), 0o700); err != nil {
@@ -386,7 +386,10 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	name := start.Session
 	s, err := d.sessionFor(name, start)
 	if err != nil {
-		return status.Error(codes.Unavailable, err.Error())
+		if _, ok := status.FromError(err); ok {
+			return err
+		}
+		return status.Error(codes.Internal, err.Error())
 	}
 	err = serveExec(rest, func(ctx context.Context, start *pb.ExecStart, opts session.Options) (*corral.Result, error) {
 		return s.Exec(ctx, start.Command, opts)
