@@ -235,8 +235,9 @@ func rmdirRetry(dir string) error {
 }
 
 // cgroupProcs lists the processes of the cgroup and of every cgroup below
-// it (a tree's own cgroups, when a command runs corral itself, or a
-// keeper's session): cgroup.procs alone lists only a cgroup's own.
+// it (a tree's own cgroups, when a command runs corral itself, say a
+// daemon whose sessions nest inside): cgroup.procs alone lists only a
+// cgroup's own.
 func cgroupProcs(dir string) ([]int, error) {
 	var pids []int
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

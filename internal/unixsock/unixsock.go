@@ -1,5 +1,5 @@
-// Package unixsock listens on the unix sockets of the daemon and the
-// keepers: created 0600, never taken over while something answers on them,
+// Package unixsock listens on corral's unix sockets (the daemon's API):
+// created 0600, never taken over while something answers on them,
 // replaced when stale, and (with OwnerOnly) answering only processes of
 // this process's uid.
 package unixsock
