@@ -29,6 +29,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,6 +73,7 @@ type Daemon struct {
 	mu       sync.Mutex
 	sessions map[string]*session.Session
 	names    map[string]*sync.Mutex // one creation or kill at a time per name
+	written  map[string]written     // what was last written of each session's state
 	closing  bool
 
 	pb.UnimplementedDaemonServer
@@ -94,7 +96,7 @@ func Open(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, store: st, started: time.Now(), stopped: make(chan struct{}),
-		sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}}
+		sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}, written: map[string]written{}}
 	lis, err := unixsock.Listen(SocketPath(cfg.StateDir))
 	if errors.Is(err, unixsock.ErrInUse) {
 		err = fmt.Errorf("%w: %w", ErrRunning, err)
@@ -396,13 +398,40 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	})
 	// The record follows the session's state as of this command (its
 	// result is already on its way to the client).
-	st := s.State()
+	d.recordState(name, s.State())
+	return err
+}
+
+// written is what was last written of a session's state, and when.
+type written struct {
+	cwd string
+	env []string
+	at  time.Time
+}
+
+// lastUsedSlack is how stale a session's recorded last use may get: a
+// command that changed neither cwd nor environment is not worth an fsync
+// of its own more often than this.
+const lastUsedSlack = time.Second
+
+// recordState writes a session's cwd, environment and last use, unless
+// only the last use changed and it was written less than lastUsedSlack
+// ago.
+func (d *Daemon) recordState(name string, st session.State) {
+	now := time.Now()
+	d.mu.Lock()
+	w, ok := d.written[name]
+	if ok && w.cwd == st.Cwd && slices.Equal(w.env, st.Env) && now.Sub(w.at) < lastUsedSlack {
+		d.mu.Unlock()
+		return
+	}
+	d.written[name] = written{cwd: st.Cwd, env: st.Env, at: now}
+	d.mu.Unlock()
 	d.store.Update(name, func(r *store.Session) error {
-		r.LastUsed = time.Now().UTC()
+		r.LastUsed = now.UTC()
 		r.Cwd, r.Env = st.Cwd, st.Env
 		return nil
 	})
-	return err
 }
 
 // MaxCommand bounds the shell code of one command.
@@ -519,6 +548,7 @@ func (d *Daemon) kill(name string) error {
 	d.mu.Lock()
 	s := d.sessions[name]
 	delete(d.sessions, name)
+	delete(d.written, name)
 	d.mu.Unlock()
 	var errs []error
 	if s != nil {
