@@ -596,3 +596,33 @@ func TestDaemonListingDuringRestoreIsWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestDaemonKilledWhileACommandFloods: the daemon dies while a command
+// writes more than the FIFOs hold, so the shell is blocked writing. The
+// next daemon drains and discards that output while it resynchronises,
+// cancels the command (its client is gone), and the session works.
+func TestDaemonKilledWhileACommandFloods(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := t.TempDir()
+	e.exec("flood", "cd "+dir+"; export KEPT=1")
+	pidFile := filepath.Join(dir, "pid")
+	c := cli(t, e.mark, e.state, "exec", "-s", "flood", "--", "sh -c 'echo $$ > "+pidFile+"; exec sleep 60' & head -c 8000000 /dev/zero; wait")
+	out, _ := c.StdoutPipe()
+	c.Start()
+	io.ReadFull(out, make([]byte, 1<<16)) // the flood is under way
+	dpid := e.daemonPid()
+	syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
+	if !waitGone(dpid, 5*time.Second) {
+		t.Fatal("daemon did not die")
+	}
+	io.Copy(io.Discard, out) // what the client still had, until it sees the daemon gone
+	c.Wait()
+	b, _ := os.ReadFile(pidFile)
+	sleeper, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if got, rc := e.exec("flood", `echo "$PWD $KEPT"`); rc != 0 || got != dir+" 1\n" {
+		t.Fatalf("after the take-over: %q %d", got, rc)
+	}
+	if sleeper == 0 || !waitGone(sleeper, 5*time.Second) {
+		t.Fatalf("the interrupted command's child %d outlived the take-over", sleeper)
+	}
+}
