@@ -35,9 +35,12 @@ type daemonEnv struct {
 	state string
 }
 
-func newDaemonEnv(t *testing.T) *daemonEnv {
+func newDaemonEnv(t *testing.T) *daemonEnv { return newDaemonEnvAt(t, t.TempDir()) }
+
+// newDaemonEnvAt is newDaemonEnv with a given state directory.
+func newDaemonEnvAt(t *testing.T, state string) *daemonEnv {
 	mark := testproc.Guard(t, 90*time.Second)
-	e := &daemonEnv{t: t, mark: mark, state: t.TempDir()}
+	e := &daemonEnv{t: t, mark: mark, state: state}
 	t.Cleanup(func() {
 		e.run("kill", "--all")
 		e.run("daemon", "stop")
@@ -624,5 +627,55 @@ func TestDaemonKilledWhileACommandFloods(t *testing.T) {
 	}
 	if sleeper == 0 || !waitGone(sleeper, 5*time.Second) {
 		t.Fatalf("the interrupted command's child %d outlived the take-over", sleeper)
+	}
+}
+
+// TestDaemonOnAFullDisk: with the state directory's disk full, a session
+// whose record cannot be written is not created (a clear error, nothing
+// started), existing sessions go on working, and once there is room the
+// same name works.
+func TestDaemonOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	state := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", state).Run() }) // runs last: after the daemon stops
+	e := newDaemonEnvAt(t, state)
+	if out, rc := e.exec("a", "cd / && export A=1 && echo ok"); rc != 0 || out != "ok\n" {
+		t.Fatalf("before the disk fills: %q %d", out, rc)
+	}
+	fillPath := filepath.Join(state, "fill")
+	fill, _ := os.Create(fillPath)
+	fill.Write(make([]byte, 4<<20)) // fails part way: the disk is full
+	fill.Close()
+	// A new session's record holds its environment: 500 KiB of it cannot
+	// be written now.
+	var big []string
+	for i := 0; i < 5; i++ {
+		big = append(big, fmt.Sprintf("BIG%d=%s", i, strings.Repeat("x", 100<<10)))
+	}
+	newB := func() (string, string, int) {
+		c := cli(t, e.mark, state, "exec", "-s", "b", "--", "echo ran")
+		c.Env = append(c.Env, big...)
+		var out, errb bytes.Buffer
+		c.Stdout, c.Stderr = &out, &errb
+		err := c.Run()
+		return out.String(), errb.String(), exitCode(err)
+	}
+	if out, errs, rc := newB(); rc != 125 || !strings.Contains(errs, "no space left") || out != "" {
+		t.Fatalf("a new session on a full disk: exit %d, %q, %q", rc, out, errs)
+	}
+	if s, ok := e.ls()["b"]; ok && s.State == "up" {
+		t.Fatalf("a session that could not be recorded is up: %+v", s)
+	}
+	if out, rc := e.exec("a", `echo "$PWD $A"`); rc != 0 || out != "/ 1\n" {
+		t.Fatalf("an existing session on a full disk: %q %d", out, rc)
+	}
+	os.Remove(fillPath)
+	if out, errs, rc := newB(); rc != 0 || out != "ran\n" {
+		t.Fatalf("after room was made: %q %q %d", out, errs, rc)
 	}
 }

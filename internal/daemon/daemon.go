@@ -427,11 +427,19 @@ func (d *Daemon) recordState(name string, st session.State) {
 	}
 	d.written[name] = written{cwd: st.Cwd, env: st.Env, at: now}
 	d.mu.Unlock()
-	d.store.Update(name, func(r *store.Session) error {
+	err := d.store.Update(name, func(r *store.Session) error {
 		r.LastUsed = now.UTC()
 		r.Cwd, r.Env = st.Cwd, st.Env
 		return nil
 	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) { // not found: killed meanwhile
+		// The live shell has the state; only its durable copy lags.
+		// Forget what was written, so the next command tries again.
+		d.mu.Lock()
+		delete(d.written, name)
+		d.mu.Unlock()
+		d.cfg.Log.Warn("cannot record the session's state", "session", name, "err", err)
+	}
 }
 
 // MaxCommand bounds the shell code of one command.
