@@ -679,3 +679,51 @@ func TestDaemonOnAFullDisk(t *testing.T) {
 		t.Fatalf("after room was made: %q %q %d", out, errs, rc)
 	}
 }
+
+// TestDaemonMalformedRequests: requests no client of ours sends get an
+// error each, create nothing, and leave the daemon serving.
+func TestDaemonMalformedRequests(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("live", "true")
+	conn, err := grpc.NewClient("unix:"+filepath.Join(e.state, "corral.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	api := pb.NewDaemonClient(conn)
+	start := func(s *pb.ExecStart) *pb.ExecRequest { return &pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: s}} }
+	cases := map[string]*pb.ExecRequest{
+		"stdin first":        {Msg: &pb.ExecRequest_Stdin{Stdin: []byte("x")}},
+		"empty message":      {},
+		"bad name":           start(&pb.ExecStart{Session: "../x", Command: "true"}),
+		"no name":            start(&pb.ExecStart{Command: "true"}),
+		"NUL in command":     start(&pb.ExecStart{Session: "n", Command: "true\x00"}),
+		"negative timeout":   start(&pb.ExecStart{Session: "n", Command: "true", TimeoutMs: -1}),
+		"relative cwd":       start(&pb.ExecStart{Session: "n", Command: "true", Cwd: "rel"}),
+		"env without =":      start(&pb.ExecStart{Session: "n", Command: "true", Env: []string{"NOEQUALS"}}),
+		"command over 1 MiB": start(&pb.ExecStart{Session: "n", Command: strings.Repeat("x", 1<<20+1)}),
+		"message over 4 MiB": start(&pb.ExecStart{Session: "n", Command: strings.Repeat("x", 5<<20)}),
+	}
+	for name, req := range cases {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		st, err := api.Exec(ctx)
+		if err == nil {
+			st.Send(req)
+			st.CloseSend()
+			var m *pb.ExecResponse
+			for err == nil {
+				if m, err = st.Recv(); m.GetResult() != nil {
+					t.Errorf("%s: ran, with result %v", name, m.GetResult())
+				}
+			}
+		}
+		cancel()
+		if err == nil || err == io.EOF {
+			t.Errorf("%s: no error (%v)", name, err)
+		}
+	}
+	list := e.ls()
+	if _, ok := list["n"]; ok || len(list) != 1 || list["live"].State != "up" {
+		t.Fatalf("after malformed requests: %+v", list)
+	}
+}
