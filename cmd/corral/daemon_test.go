@@ -727,3 +727,18 @@ func TestDaemonMalformedRequests(t *testing.T) {
 		t.Fatalf("after malformed requests: %+v", list)
 	}
 }
+
+// TestDaemonMissingShell: a client whose $SHELL does not exist gets a
+// session in /bin/sh, not a session that can never start.
+func TestDaemonMissingShell(t *testing.T) {
+	e := newDaemonEnv(t)
+	c := cli(t, e.mark, e.state, "exec", "-s", "noshell", "--", "echo works")
+	c.Env = append(c.Env, "SHELL=/nonexistent/bash")
+	out, err := c.Output()
+	if err != nil || string(out) != "works\n" {
+		t.Fatalf("exit %v, %q", err, out)
+	}
+	if ls, _, _ := e.run("ls", "--json"); !strings.Contains(ls, `"shell":"/bin/sh"`) {
+		t.Fatalf("listed as %s", ls)
+	}
+}

@@ -28,6 +28,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -352,13 +353,16 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 	return s, nil
 }
 
-// shellOf picks the session's shell from the creating client's $SHELL.
+// shellOf picks the session's shell: the creating client's $SHELL if it is
+// a POSIX-compatible shell that exists here, else /bin/sh.
 func shellOf(env []string) string {
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "SHELL="); ok {
 			switch filepath.Base(v) {
 			case "bash", "zsh", "dash", "ksh", "mksh", "sh":
-				return v
+				if _, err := exec.LookPath(v); err == nil {
+					return v
+				}
 			}
 		}
 	}
