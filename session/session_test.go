@@ -31,6 +31,26 @@ func shells(t *testing.T, f func(t *testing.T, s *Session, mark string)) {
 	}
 }
 
+// shellsAndHeld is shells, and again with held sessions (the daemon's).
+func shellsAndHeld(t *testing.T, f func(t *testing.T, s *Session, mark string)) {
+	for _, sh := range []string{"bash", "dash"} {
+		for _, held := range []bool{false, true} {
+			name := sh
+			if held {
+				name += "-held"
+			}
+			t.Run(name, func(t *testing.T) {
+				mark := testproc.Guard(t, 90*time.Second)
+				cfg := Config{Shell: sh}
+				if held {
+					cfg.HoldDir = t.TempDir()
+				}
+				f(t, newSession(t, cfg, mark), mark)
+			})
+		}
+	}
+}
+
 func newSession(t *testing.T, cfg Config, mark string) *Session {
 	t.Helper()
 	cfg.Env = testproc.Env(mark)
@@ -136,7 +156,7 @@ func hasEnv(env []string, kv string) bool {
 }
 
 func TestExactCompletion(t *testing.T) {
-	shells(t, func(t *testing.T, s *Session, mark string) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
 		var nonces []string
 		testHookNonce = func(n string) { nonces = append(nonces, n) }
 		defer func() { testHookNonce = nil }()
@@ -176,7 +196,7 @@ func TestExactCompletion(t *testing.T) {
 }
 
 func TestStdin(t *testing.T) {
-	shells(t, func(t *testing.T, s *Session, mark string) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
 		out, _, _, err := run(t, s, "cat; echo done", Options{Stdin: strings.NewReader("fed\n")})
 		if err != nil || out != "fed\ndone\n" {
 			t.Fatalf("stdin: %q %v", out, err)
@@ -200,7 +220,7 @@ func TestStdin(t *testing.T) {
 }
 
 func TestShellEndingCommands(t *testing.T) {
-	shells(t, func(t *testing.T, s *Session, mark string) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
 		dir := t.TempDir()
 		for _, tc := range []struct {
 			code    string
