@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +23,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testproc"
 )
@@ -740,5 +743,48 @@ func TestDaemonMissingShell(t *testing.T) {
 	}
 	if ls, _, _ := e.run("ls", "--json"); !strings.Contains(ls, `"shell":"/bin/sh"`) {
 		t.Fatalf("listed as %s", ls)
+	}
+}
+
+// TestGoClient: the client package against a real daemon: output and
+// stdin, a cancelled context, the listing and kill.
+func TestGoClient(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("warm", "true") // starts the daemon
+	c, err := client.Dial(e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	env := testproc.Env(e.mark)
+	var out, errb bytes.Buffer
+	res, err := c.Exec(ctx, "go", "cd / && export G=1 && tr a-z A-Z && echo err >&2 && sh -c 'exit 3'", client.ExecOptions{
+		Stdin: strings.NewReader("piped\n"), Stdout: &out, Stderr: &errb, Env: env})
+	if res == nil || res.ExitCode != 3 || !errors.Is(err, corral.ErrExitStatus) || out.String() != "PIPED\n" || errb.String() != "err\n" {
+		t.Fatalf("exec: %+v %v %q %q", res, err, out.String(), errb.String())
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	time.AfterFunc(300*time.Millisecond, cancel)
+	res, err = c.Exec(cctx, "go", "sleep 60", client.ExecOptions{Env: env})
+	if err == nil {
+		t.Fatalf("a cancelled exec succeeded: %+v", res)
+	}
+	out.Reset()
+	if _, err := c.Exec(ctx, "go", `echo "$PWD $G"`, client.ExecOptions{Stdout: &out, Env: env}); err != nil || out.String() != "/ 1\n" {
+		t.Fatalf("after the cancel: %q %v", out.String(), err)
+	}
+	list, err := c.List(ctx)
+	if err != nil || len(list) != 2 || list[0].Name != "go" || list[0].State != "up" || list[0].Cwd != "/" || list[0].KeeperPid == 0 || list[0].Busy {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if err := c.Kill(ctx, false, "go"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Kill(ctx, false, "go"); err == nil {
+		t.Fatal("killing a session twice succeeded")
+	}
+	if list, _ := c.List(ctx); len(list) != 1 || list[0].Name != "warm" {
+		t.Fatalf("after kill: %+v", list)
 	}
 }
