@@ -229,7 +229,9 @@ func execCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
 		Long: `Run the words of COMMAND as shell code in session NAME, held by the daemon
 (started on demand). cd and export persist between calls. A new session
 starts with this client's environment and working directory (or --cwd).
---timeout resets the session: the next call gets a fresh shell.`,
+--timeout resets the session: the next call gets a fresh shell, started in
+the cwd and exported environment of the last completed command (shell
+variables, functions and background jobs are gone).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return execMain(&f, args, stdin, stdout, stderr)
