@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/testproc"
 )
@@ -251,5 +253,34 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 	}
 	if st := s2.State(); st.Pid == held.Pid || st.Resets != 1 {
 		t.Fatalf("the busy shell was not replaced: %+v", st)
+	}
+}
+
+// TestHeldFifosChargeLittle: the kernel charges every open pipe's buffer
+// slots to its user, and past /proc/sys/fs/pipe-user-pages-soft (16384
+// pages) every new pipe of that user gets a 2-page buffer. Held FIFOs
+// stay open for the life of a session, so they must stay small: the
+// command channel one page, each output stream the default 16.
+func TestHeldFifosChargeLittle(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	var mu sync.Mutex
+	var id corral.Identity
+	cfg := heldConfig(t, "dash", "", mark, &id, &mu)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustRun(t, s, "true")
+	for name, want := range map[string]int{ctlName: 4096, outName: 65536, errName: 65536} {
+		f, err := os.OpenFile(filepath.Join(cfg.HoldDir, name), os.O_RDWR|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := unix.FcntlInt(f.Fd(), unix.F_GETPIPE_SZ, 0)
+		f.Close()
+		if err != nil || got != want {
+			t.Errorf("%s: buffer of %d bytes (%v), want %d", name, got, err, want)
+		}
 	}
 }

@@ -23,7 +23,12 @@ const (
 	errName = "err" // the shell's stderr
 )
 
-// makeHeld makes fresh FIFOs in dir and opens them: the shell's ends
+// makeHeld makes fresh FIFOs in dir and opens them. They stay open for the
+// life of the session, and the kernel charges each open pipe's buffer to
+// its user (past /proc/sys/fs/pipe-user-pages-soft, 16384 pages, every
+// new pipe of that user is cut to 2 pages): so the output FIFOs keep the
+// default 16 pages and the command channel gets one, 33 pages a session.
+// The shell's ends
 // read-write, so that the shell always holds both a reader and a writer of
 // each (no end of file on its commands, no SIGPIPE on its output, whoever
 // else dies); ours as a plain writer of the channel and plain readers of
@@ -43,7 +48,11 @@ func makeHeld(dir string) (*shellEnds, error) {
 			e.closeTheirs()
 			return nil, fmt.Errorf("held session: %w", err)
 		}
-		growPipe(f)
+		if name == ctlName {
+			// Commands go through a page at a time, no slower: bash
+			// reads them a byte at a time anyway.
+			setPipeSize(f, 4096)
+		}
 		e.theirs[i] = f
 	}
 	if err := e.openOurs(dir); err != nil {
