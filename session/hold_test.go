@@ -106,6 +106,13 @@ func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 		if st := s2.State(); st.Pid != held.Pid || st.Resets != 0 {
 			t.Fatalf("not the same shell: %+v", st)
 		}
+		// A taken-over shell that exits: its status is not ours to know,
+		// and the result says so; the next command gets a fresh shell.
+		_, _, r, err = run(t, s2, "exit 3")
+		if r.Outcome != corral.OutcomeExited || r.ExitCode != -1 || !strings.Contains(r.Error, "cannot know") || err == nil {
+			t.Fatalf("exit in a taken-over shell: %+v %v", r, err)
+		}
+		mustRun(t, s2, "cd "+work+"; export KEPT='a b'")
 		// A reset of a taken-over shell stops its whole tree through the
 		// identity gate, and the next command gets a fresh held shell.
 		mustRun(t, s2, "sleep 60 & setsid sleep 60 &")

@@ -123,6 +123,11 @@ func releaseStdin(dir string) {
 // the session (so with RestoreOnReset the fresh shell starts in the saved
 // directory and environment).
 //
+// A held shell has one owner at a time; Attach does not check that the
+// previous one is gone (the daemon knows it is: it holds the state
+// directory's lock). The shell is not this process's child, so when it
+// exits its status cannot be learnt: such a command's result says so.
+//
 // If the shell is alive but cannot be taken over (its FIFOs are gone),
 // Attach stops its tree through the identity gate and returns an error. If
 // the shell is gone already, the error wraps contain's ErrGone and what

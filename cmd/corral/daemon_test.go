@@ -232,6 +232,11 @@ func testKilledSessionsSurvive(t *testing.T, iso string) {
 	if out, rc := e.exec("idle", `echo "$PWD $KEEP $LOCAL"`); rc != 0 || out != dir+" yes shell\n" {
 		t.Fatalf("same shell after restart: %q %d", out, rc)
 	}
+	// The taken-over shell is not the new daemon's child: if it exits,
+	// its status is unknown, and the CLI says so rather than invent one.
+	if _, errs, rc := e.run("exec", "-s", "idle", "--", "exit 3"); rc != 125 || !strings.Contains(errs, "cannot know") {
+		t.Fatalf("exit in a taken-over shell: %d %q", rc, errs)
+	}
 	// The interrupted command has no client any more: the new daemon
 	// cancels it (a reset), and the session goes on where its last
 	// completed command left it.

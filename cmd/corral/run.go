@@ -209,6 +209,9 @@ func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
 	switch res.Outcome {
 	case corral.OutcomeExited:
 		code = res.ExitCode
+		if code < 0 { // exited, status unknown (a taken-over session's shell)
+			code, msg = exitInternal, res.Error
+		}
 	case corral.OutcomeSignaled:
 		code = 128 + res.Signal
 	case corral.OutcomeTimeout:
