@@ -182,7 +182,7 @@ func watchRoot(pid int, start uint64) (*root, error) {
 	}
 	r := &root{pid: pid, pidfd: fd, exited: make(chan struct{}), status: Status{Code: -1}}
 	go func() {
-		awaitExit(fd)
+		r.awaitExit()
 		close(r.exited)
 	}()
 	return r, nil

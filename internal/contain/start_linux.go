@@ -38,8 +38,11 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 // root is the started root process: its pid, a pidfd on it, and the
 // goroutine that learns of its exit.
 type root struct {
-	pid    int
-	pidfd  int
+	pid   int
+	pidfd int
+	// f owns pidfd once awaitExit has handed it to the poller (nil
+	// before); only the goroutine that closes exited sets it.
+	f      *os.File
 	exited chan struct{}
 	status Status
 }
@@ -156,7 +159,7 @@ func (r *root) wait(keepZombie bool) {
 		// No thread sits in waitid for the whole life of the tree: the
 		// goroutine parks on the poller until the root has exited, and
 		// waitid then returns at once.
-		awaitExit(r.pidfd)
+		r.awaitExit()
 		err := unix.Waitid(unix.P_PIDFD, r.pidfd, (*unix.Siginfo)(unsafe.Pointer(&info)), opts, nil)
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue
@@ -171,39 +174,42 @@ func (r *root) wait(keepZombie bool) {
 	close(r.exited)
 }
 
-// awaitExit returns once the process of pidfd has exited. It parks the
-// calling goroutine on the runtime's poller, not a thread: the pidfd's
-// file description is made non-blocking (so waitid on it never blocks
-// either) and a duplicate of it is polled for readability, which a pidfd
-// reports when its process has exited. Where the poller cannot take it,
-// it falls back to a blocking poll(2).
-func awaitExit(pidfd int) {
+// awaitExit returns once the root has exited. It parks the calling
+// goroutine on the runtime's poller, not a thread: the pidfd is made
+// non-blocking (so waitid on it never blocks either) and handed to the
+// poller, which reports it readable once its process has exited. Where the
+// poller cannot take it, it falls back to a blocking poll(2).
+func (r *root) awaitExit() {
 	ready := func(fd int) bool {
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, 0)
 		return err == nil && n > 0 || err != nil && err != unix.EINTR
 	}
-	dup, err := unix.FcntlInt(uintptr(pidfd), unix.F_DUPFD_CLOEXEC, 0)
-	if err == nil {
-		if err = unix.SetNonblock(dup, true); err != nil {
-			unix.Close(dup)
-		}
+	if r.f == nil && unix.SetNonblock(r.pidfd, true) == nil {
+		r.f = os.NewFile(uintptr(r.pidfd), "pidfd")
 	}
-	if err == nil {
-		f := os.NewFile(uintptr(dup), "pidfd")
-		defer f.Close()
-		if rc, err := f.SyscallConn(); err == nil {
+	if r.f != nil {
+		if rc, err := r.f.SyscallConn(); err == nil {
 			if rc.Read(func(fd uintptr) bool { return ready(int(fd)) }) == nil {
 				return
 			}
 		}
 	}
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	fds := []unix.PollFd{{Fd: int32(r.pidfd), Events: unix.POLLIN}}
 	for {
 		if _, err := unix.Poll(fds, -1); err != unix.EINTR {
 			return
 		}
 	}
+}
+
+// closePidfd closes the pidfd, through its os.File if it has one.
+func (r *root) closePidfd() {
+	if r.f != nil {
+		r.f.Close()
+		return
+	}
+	unix.Close(r.pidfd)
 }
 
 // statusOf decodes si_code and si_status of a SIGCHLD siginfo.
@@ -230,7 +236,7 @@ func (r *root) reap(keptZombie bool) {
 		for unix.Waitid(unix.P_PIDFD, r.pidfd, (*unix.Siginfo)(unsafe.Pointer(&info)), unix.WEXITED, nil) == unix.EINTR {
 		}
 	}
-	unix.Close(r.pidfd)
+	r.closePidfd()
 }
 
 // signalVerified signals pid through a pidfd, after checking that the pidfd
