@@ -793,3 +793,30 @@ func TestGoClient(t *testing.T) {
 		t.Fatalf("after kill: %+v", list)
 	}
 }
+
+// TestDaemonKillWhileACommandRuns: a session killed by another client
+// while a command runs there: the command's client exits 125 and says
+// why, and nothing of the session is left.
+func TestDaemonKillWhileACommandRuns(t *testing.T) {
+	e := newDaemonEnv(t)
+	c := cli(t, e.mark, e.state, "exec", "-s", "victim", "--", "echo up; sleep 60")
+	out, _ := c.StdoutPipe()
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	c.Start()
+	out.Read(make([]byte, 3))
+	shell := e.ls()["victim"].KeeperPid
+	if _, errs, rc := e.run("kill", "victim"); rc != 0 {
+		t.Fatalf("kill: %d %s", rc, errs)
+	}
+	io.Copy(io.Discard, out)
+	if rc := exitCode(c.Wait()); rc != 125 || !strings.Contains(errb.String(), "cancelled") || !strings.Contains(errb.String(), "closed") {
+		t.Fatalf("the killed session's client: exit %d, %q", rc, errb.String())
+	}
+	if shell == 0 || !waitGone(shell, 5*time.Second) {
+		t.Fatalf("the killed session's shell %d survived", shell)
+	}
+	if _, ok := e.ls()["victim"]; ok {
+		t.Fatal("the killed session is still listed")
+	}
+}

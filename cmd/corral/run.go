@@ -217,11 +217,12 @@ func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
 	case corral.OutcomeTimeout:
 		code, msg = exitTimeout, "timed out; the tree was stopped"
 	case corral.OutcomeCancelled:
-		code = 128 + int(sig)
+		code, msg = 128+int(sig), fmt.Sprintf("stopped on %v", sig)
 		if sig == 0 {
-			code = 128 + int(syscall.SIGINT)
+			// Not our signal: the daemon ended it (the session was
+			// killed, or the daemon let it go while stopping).
+			code, msg = exitInternal, "cancelled: "+res.Error
 		}
-		msg = fmt.Sprintf("stopped on %v", sig)
 	case corral.OutcomeOutputLimit:
 		code, msg = exitOutputLimit, "output limit reached; the tree was killed"
 	case corral.OutcomeStdioHeld:
