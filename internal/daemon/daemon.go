@@ -383,10 +383,9 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	if err := CheckStart(start); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	rest := &replay{Daemon_ExecServer: stream, first: first}
 	if start.Oneshot {
-		return serveExec(rest, func(ctx context.Context, s *pb.ExecStart, opts session.Options) (*corral.Result, error) {
-			return session.RunOnce(ctx, session.Config{Shell: shellOf(s.Env), Dir: s.Cwd, Env: s.Env}, s.Command, opts)
+		return serveExec(stream, start, func(ctx context.Context, opts session.Options) (*corral.Result, error) {
+			return session.RunOnce(ctx, session.Config{Shell: shellOf(start.Env), Dir: start.Cwd, Env: start.Env}, start.Command, opts)
 		})
 	}
 	name := start.Session
@@ -397,7 +396,7 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 		}
 		return status.Error(codes.Internal, err.Error())
 	}
-	err = serveExec(rest, func(ctx context.Context, start *pb.ExecStart, opts session.Options) (*corral.Result, error) {
+	err = serveExec(stream, start, func(ctx context.Context, opts session.Options) (*corral.Result, error) {
 		return s.Exec(ctx, start.Command, opts)
 	})
 	// The record follows the session's state as of this command (its
@@ -473,20 +472,6 @@ func CheckStart(s *pb.ExecStart) error {
 		return nil
 	}
 	return store.CheckName(s.Session)
-}
-
-// replay hands back the first message once more, for ServeExec.
-type replay struct {
-	pb.Daemon_ExecServer
-	first *pb.ExecRequest
-}
-
-func (r *replay) Recv() (*pb.ExecRequest, error) {
-	if m := r.first; m != nil {
-		r.first = nil
-		return m, nil
-	}
-	return r.Daemon_ExecServer.Recv()
 }
 
 // List lists the sessions: their records from one consistent snapshot of

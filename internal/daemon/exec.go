@@ -15,25 +15,10 @@ import (
 	"github.com/corral-dev/corral/session"
 )
 
-// execStream is the part of an Exec stream serveExec uses.
-type execStream interface {
-	Context() context.Context
-	Recv() (*pb.ExecRequest, error)
-	Send(*pb.ExecResponse) error
-}
-
-// serveExec runs one Exec stream: it reads the ExecStart, feeds stdin
-// messages to the command, sends its output as it comes and its result
-// last. run does the running.
-func serveExec(stream execStream, run func(context.Context, *pb.ExecStart, session.Options) (*corral.Result, error)) error {
-	first, err := stream.Recv()
-	if err != nil {
-		return err
-	}
-	start := first.GetStart()
-	if start == nil {
-		return status.Error(codes.InvalidArgument, "the first message must be an ExecStart")
-	}
+// serveExec runs the rest of one Exec stream whose ExecStart, start, was
+// read and checked: it feeds stdin messages to the command, sends its
+// output as it comes and its result last. run does the running.
+func serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run func(context.Context, session.Options) (*corral.Result, error)) error {
 	ctx := stream.Context()
 	var sendMu sync.Mutex
 	send := func(r *pb.ExecResponse) error {
@@ -69,7 +54,7 @@ func serveExec(stream execStream, run func(context.Context, *pb.ExecStart, sessi
 			}
 		}()
 	}
-	res, err := run(ctx, start, opts)
+	res, err := run(ctx, opts)
 	if res == nil {
 		return status.Error(codes.Internal, err.Error())
 	}
