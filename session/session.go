@@ -352,17 +352,10 @@ func (s *Session) Closed() bool {
 // kill) and releases the session. A running command ends as cancelled;
 // commands waiting for their turn get ErrClosed.
 func (s *Session) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	sh, ok := s.markClosed()
+	if !ok {
 		return nil
 	}
-	s.closed = true
-	sh := s.sh
-	s.sh = nil
-	s.state.Alive = false
-	s.state.Pid = 0
-	s.mu.Unlock()
 	var err error
 	if sh != nil {
 		sh.markClosing()
@@ -386,21 +379,24 @@ func (s *Session) Detach() error {
 	if s.cfg.HoldDir == "" {
 		return s.Close()
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
-	s.closed = true
-	sh := s.sh
-	s.sh = nil
-	s.state.Alive = false
-	s.state.Pid = 0
-	s.mu.Unlock()
-	if sh != nil {
+	if sh, ok := s.markClosed(); ok && sh != nil {
 		sh.detach()
 	}
 	return nil
+}
+
+// markClosed closes the session for this process and takes its shell (nil
+// if none); ok is false if it was closed already.
+func (s *Session) markClosed() (sh *shell, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	s.closed = true
+	sh, s.sh = s.sh, nil
+	s.state.Alive, s.state.Pid = false, 0
+	return sh, true
 }
 
 // withoutMarker drops the shell tree's own marker from an environment the

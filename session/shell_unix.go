@@ -436,19 +436,19 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	case died:
 		lifecycle = sh.stop(sh.cfg.Grace)
 		st := sh.tree.Status()
+		why := "the shell exited; the session restarts"
 		switch {
 		case st.Signal != 0:
 			res.Outcome, res.Signal = corral.OutcomeSignaled, st.Signal
-			res.Error = joinErr(res.Error, "the shell exited; the session restarts")
 		case st.Code < 0:
 			// A shell taken over by Attach is not our child: how it
 			// ended is not ours to learn.
 			res.Outcome, res.ExitCode = corral.OutcomeExited, -1
-			res.Error = joinErr(res.Error, "the shell exited with a status this process cannot know (it took the shell over from an earlier owner); the session restarts")
+			why = "the shell exited with a status this process cannot know (it took the shell over from an earlier owner); the session restarts"
 		default:
 			res.Outcome, res.ExitCode = corral.OutcomeExited, st.Code
-			res.Error = joinErr(res.Error, "the shell exited; the session restarts")
 		}
+		res.Error = joinErr(res.Error, why)
 	default:
 		res.Outcome, res.ExitCode = corral.OutcomeExited, k.exitCode()
 	}
