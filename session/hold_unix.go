@@ -186,13 +186,3 @@ func CanAttach() bool { return contain.CanAdopt() }
 // TakeoverBound is how long Attach lets a taken-over shell finish what it
 // was running before it cancels that command.
 const TakeoverBound = time.Second
-
-func publicIdentity(ci contain.Identity) corral.Identity {
-	return corral.Identity{Isolation: corral.Isolation(ci.Isolation), Pid: ci.Pid, Pgid: ci.Pgid,
-		Cgroup: ci.Cgroup, Job: ci.Job, StartTime: ci.StartTime, BootID: ci.BootID, Marker: ci.Marker}
-}
-
-func containIdentity(id corral.Identity) contain.Identity {
-	return contain.Identity{Isolation: contain.Isolation(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
-		Cgroup: id.Cgroup, Job: id.Job, StartTime: id.StartTime, BootID: id.BootID, Marker: id.Marker}
-}

@@ -41,7 +41,6 @@ import (
 
 	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
-	"github.com/corral-dev/corral/internal/contain"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/unixsock"
 	"github.com/corral-dev/corral/session"
@@ -206,7 +205,7 @@ func (d *Daemon) recover() {
 		// A record with a socket names a keeper process of an older corral:
 		// it cannot be taken over, only reaped.
 		if rec.Keeper.Socket == "" {
-			s, err := session.Attach(d.sessionConfig(rec), identityOf(rec.Keeper), session.State{Cwd: rec.Cwd, Env: rec.Env})
+			s, err := session.Attach(d.sessionConfig(rec), rec.Keeper.Identity(), session.State{Cwd: rec.Cwd, Env: rec.Env})
 			if err == nil {
 				d.sessions[rec.Name] = s
 				d.store.Update(rec.Name, func(r *store.Session) error { r.State = store.Up; return nil })
@@ -223,7 +222,7 @@ func (d *Daemon) recover() {
 // (through its identity) and marks the session down; if that cannot be
 // done, the session is broken, its identity kept for another attempt.
 func (d *Daemon) settle(name string, k *store.Keeper) error {
-	if err := reapTree(k); err != nil {
+	if err := session.Reap(k.Identity()); err != nil {
 		d.store.Update(name, func(r *store.Session) error {
 			r.State, r.Reason = store.Broken, err.Error()
 			return nil
@@ -236,41 +235,6 @@ func (d *Daemon) settle(name string, k *store.Keeper) error {
 		r.State, r.Keeper, r.Reason = store.Down, nil, ""
 		return nil
 	})
-}
-
-func identityOf(k *store.Keeper) corral.Identity {
-	return corral.Identity{Isolation: corral.Isolation(k.Isolation), Pid: k.Pid, Pgid: k.Pgid,
-		Cgroup: k.Cgroup, StartTime: k.StartTime, BootID: k.BootID, Marker: k.Marker}
-}
-
-// reapTree kills whatever is left of a recorded tree (a session's shell
-// and its commands, or a keeper's) through its recorded identity. It
-// returns nil when nothing of the tree is left (or nothing can be: another
-// boot, no cgroup), and an error when the identity cannot be checked (it
-// names a cgroup corral does not make) or the tree outlived SIGKILL.
-func reapTree(k *store.Keeper) error {
-	o, err := contain.Adopt(contain.Identity{
-		Isolation: contain.Isolation(k.Isolation), Pid: k.Pid, Pgid: k.Pgid,
-		Cgroup: k.Cgroup, StartTime: k.StartTime, BootID: k.BootID, Marker: k.Marker,
-	})
-	if errors.Is(err, contain.ErrGone) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("its recorded tree cannot be checked: %w", err)
-	}
-	pids, err := o.Members()
-	if err != nil {
-		return fmt.Errorf("its recorded tree cannot be listed: %w", err)
-	}
-	if len(pids) > 0 {
-		o.Kill()
-		if err := o.WaitEmpty(contain.KillBound); err != nil {
-			return fmt.Errorf("its recorded tree outlived SIGKILL: %w", err)
-		}
-	}
-	o.Remove()
-	return nil
 }
 
 // sessionConfig is the session of rec: its shell, held in its directory,
@@ -288,9 +252,7 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 		OnStart: func(id corral.Identity) error {
 			d.cfg.Log.Info("shell started", "session", name, "pid", id.Pid, "isolation", id.Isolation)
 			return d.store.Update(name, func(r *store.Session) error {
-				r.Keeper = &store.Keeper{Pid: id.Pid, StartTime: id.StartTime, BootID: id.BootID,
-					Isolation: string(id.Isolation), Pgid: id.Pgid, Cgroup: id.Cgroup, Marker: id.Marker}
-				r.State = store.Up
+				r.Keeper, r.State = store.KeeperOf(id), store.Up
 				return nil
 			})
 		},
@@ -556,7 +518,7 @@ func (d *Daemon) kill(name string) error {
 	if rec.Keeper != nil {
 		// A tree that cannot be checked is left alone: only the record
 		// goes (the user asked for that).
-		reapTree(rec.Keeper)
+		session.Reap(rec.Keeper.Identity())
 	}
 	os.RemoveAll(d.holdDir(name))
 	if err := d.store.Delete(name); err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/corral-dev/corral"
 )
 
 // Version is the schema version this build reads and writes.
@@ -102,6 +104,18 @@ type Keeper struct {
 	Cgroup    string `json:"cgroup,omitempty"`
 	Marker    string `json:"marker,omitempty"`
 	Socket    string `json:"socket,omitempty"`
+}
+
+// KeeperOf is the record of a session's shell with identity id.
+func KeeperOf(id corral.Identity) *Keeper {
+	return &Keeper{Pid: id.Pid, StartTime: id.StartTime, BootID: id.BootID, Isolation: string(id.Isolation),
+		Pgid: id.Pgid, Cgroup: id.Cgroup, Marker: id.Marker}
+}
+
+// Identity is the recorded identity of the tree k names.
+func (k *Keeper) Identity() corral.Identity {
+	return corral.Identity{Isolation: corral.Isolation(k.Isolation), Pid: k.Pid, Pgid: k.Pgid,
+		Cgroup: k.Cgroup, StartTime: k.StartTime, BootID: k.BootID, Marker: k.Marker}
 }
 
 // Session is the durable record of one named session.
