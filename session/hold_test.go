@@ -20,20 +20,27 @@ import (
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
-// heldConfig is a held session's configuration that records each new
-// shell's identity in *id.
-func heldConfig(t *testing.T, sh string, iso corral.Isolation, mark string, id *corral.Identity, mu *sync.Mutex) Config {
+// heldConfig is a held session's configuration; lastID returns the
+// identity of the newest shell it started.
+func heldConfig(t *testing.T, sh string, iso corral.Isolation, mark string) (cfg Config, lastID func() corral.Identity) {
 	dir := filepath.Join(t.TempDir(), "held")
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	return Config{Shell: sh, Isolation: iso, HoldDir: dir, TrackEnv: true, Dir: t.TempDir(), Env: testproc.Env(mark),
+	var mu sync.Mutex
+	var id corral.Identity
+	cfg = Config{Shell: sh, Isolation: iso, HoldDir: dir, TrackEnv: true, Dir: t.TempDir(), Env: testproc.Env(mark),
 		OnStart: func(got corral.Identity) error {
 			mu.Lock()
-			*id = got
+			id = got
 			mu.Unlock()
 			return nil
 		}}
+	return cfg, func() corral.Identity {
+		mu.Lock()
+		defer mu.Unlock()
+		return id
+	}
 }
 
 // heldCases runs f for each shell and each Linux isolation.
@@ -53,9 +60,7 @@ func heldCases(t *testing.T, f func(t *testing.T, sh string, iso corral.Isolatio
 // variables, and none of the old command's output leaks into the next.
 func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 	heldCases(t, func(t *testing.T, sh string, iso corral.Isolation, mark string) {
-		var mu sync.Mutex
-		var id corral.Identity
-		cfg := heldConfig(t, sh, iso, mark, &id, &mu)
+		cfg, lastID := heldConfig(t, sh, iso, mark)
 		s1, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -81,9 +86,7 @@ func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 		if err := <-ran; !errors.Is(err, ErrClosed) {
 			t.Fatalf("the running Exec after Detach: %v", err)
 		}
-		mu.Lock()
-		held := id
-		mu.Unlock()
+		held := lastID()
 		if !testproc.Alive(held.Pid) {
 			t.Fatal("the shell died with its owner")
 		}
@@ -124,9 +127,7 @@ func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 			t.Fatalf("survivors of the reset: %v", left)
 		}
 		mustRun(t, s2, "true")
-		mu.Lock()
-		fresh := id
-		mu.Unlock()
+		fresh := lastID()
 		if fresh.Pid == held.Pid || s2.State().Pid != fresh.Pid {
 			t.Fatalf("no fresh shell recorded: %+v -> %+v", held, fresh)
 		}
@@ -138,17 +139,13 @@ func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 // differs) is refused without a signal.
 func TestAttachToAGoneShell(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
-	var mu sync.Mutex
-	var id corral.Identity
-	cfg := heldConfig(t, "dash", "", mark, &id, &mu)
+	cfg, lastID := heldConfig(t, "dash", "", mark)
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mustRun(t, s, "true")
-	mu.Lock()
-	held := id
-	mu.Unlock()
+	held := lastID()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +170,7 @@ func TestAttachToAGoneShell(t *testing.T) {
 // command, do not wait for ever.
 func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
-	var mu sync.Mutex
-	var id corral.Identity
-	cfg := heldConfig(t, "bash", "", mark, &id, &mu)
+	cfg, lastID := heldConfig(t, "bash", "", mark)
 	s1, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -195,9 +190,7 @@ func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // the shell is in open(2) on the FIFO
 	s1.Detach()
-	mu.Lock()
-	held := id
-	mu.Unlock()
+	held := lastID()
 	s2, err := Attach(cfg, held, last)
 	if err != nil {
 		t.Fatal(err)
@@ -221,9 +214,7 @@ func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 // where the last completed command left the session.
 func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
-	var mu sync.Mutex
-	var id corral.Identity
-	cfg := heldConfig(t, "bash", "", mark, &id, &mu)
+	cfg, lastID := heldConfig(t, "bash", "", mark)
 	cfg.RestoreOnReset = true
 	s1, err := New(cfg)
 	if err != nil {
@@ -240,9 +231,7 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 	}
 	last := s1.State()
 	s1.Detach()
-	mu.Lock()
-	held := id
-	mu.Unlock()
+	held := lastID()
 	s2, err := Attach(cfg, held, last)
 	if err != nil {
 		t.Fatal(err)
@@ -270,9 +259,7 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 // command channel one page, each output stream the default 16.
 func TestHeldFifosChargeLittle(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
-	var mu sync.Mutex
-	var id corral.Identity
-	cfg := heldConfig(t, "dash", "", mark, &id, &mu)
+	cfg, _ := heldConfig(t, "dash", "", mark)
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
