@@ -217,8 +217,8 @@ func OwnAllChildren() {}
 // CgroupBase reports that there are no cgroups here.
 func CgroupBase() (string, error) { return "", ErrUnsupported }
 
-// adopt is unsupported: without /proc start times a recorded pid cannot be
-// told from a reused one, so nothing is signalled after a crash.
+// Trees cannot be re-found here: without /proc start times a recorded pid
+// cannot be told from a reused one, so nothing is signalled after a crash.
 const canAdopt = false
 
 func adoptLive(Identity) (Tree, error) { return nil, ErrUnsupported }
