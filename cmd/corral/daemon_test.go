@@ -46,7 +46,14 @@ func newDaemonEnvAt(t *testing.T, state string) *daemonEnv {
 	e := &daemonEnv{t: t, mark: mark, state: state}
 	t.Cleanup(func() {
 		e.run("kill", "--all")
+		pid := e.daemonPid()
 		e.run("daemon", "stop")
+		// daemon stop returns once the daemon has let go of its state;
+		// the process may still be exiting, holding daemon.log (its
+		// stderr). Cleanups after this one (an unmount) need it gone.
+		if pid != 0 && !waitGone(pid, 10*time.Second) {
+			t.Errorf("daemon %d still running 10s after daemon stop", pid)
+		}
 	})
 	return e
 }
