@@ -115,6 +115,23 @@ func waitGone(pid int, d time.Duration) bool {
 	return false
 }
 
+// readPidFile waits for a command to write its pid to path and returns it,
+// failing the test if no live pid appears within d.
+func readPidFile(t *testing.T, path string, d time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, _ := os.ReadFile(path)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && testproc.Alive(pid) {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no live pid in %s after %v (%q)", path, d, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 	e := newDaemonEnv(t)
 	dir := t.TempDir()
@@ -628,6 +645,7 @@ func TestDaemonKilledWhileACommandFloods(t *testing.T) {
 	out, _ := c.StdoutPipe()
 	c.Start()
 	io.ReadFull(out, make([]byte, 1<<16)) // the flood is under way
+	sleeper := readPidFile(t, pidFile, 5*time.Second)
 	dpid := e.daemonPid()
 	syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
 	if !waitGone(dpid, 5*time.Second) {
@@ -635,12 +653,10 @@ func TestDaemonKilledWhileACommandFloods(t *testing.T) {
 	}
 	io.Copy(io.Discard, out) // what the client still had, until it sees the daemon gone
 	c.Wait()
-	b, _ := os.ReadFile(pidFile)
-	sleeper, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	if got, rc := e.exec("flood", `echo "$PWD $KEPT"`); rc != 0 || got != dir+" 1\n" {
 		t.Fatalf("after the take-over: %q %d", got, rc)
 	}
-	if sleeper == 0 || !waitGone(sleeper, 5*time.Second) {
+	if !waitGone(sleeper, 5*time.Second) {
 		t.Fatalf("the interrupted command's child %d outlived the take-over", sleeper)
 	}
 }
