@@ -309,20 +309,32 @@ func TestConcurrentSubmitters(t *testing.T) {
 	})
 }
 
+// waitBusy returns once s reports a command running, so a test acts on a
+// command that has started rather than on one a sleep hopes has.
+func waitBusy(t *testing.T, s *Session) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !s.State().Busy; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no command became busy within 10s")
+		}
+	}
+}
+
 func TestQueuedCommandHonoursItsContext(t *testing.T) {
 	shells(t, func(t *testing.T, s *Session, mark string) {
 		flag := filepath.Join(t.TempDir(), "ran")
 		first := make(chan *corral.Result)
 		go func() {
-			r, _ := s.Exec(context.Background(), "sleep 0.5; echo first", Options{})
+			r, _ := s.Exec(context.Background(), "sleep 1; echo first", Options{})
 			first <- r
 		}()
-		time.Sleep(100 * time.Millisecond)
+		waitBusy(t, s)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		start := time.Now()
 		r, err := s.Exec(ctx, "touch "+flag, Options{})
-		if r.Outcome != corral.OutcomeTimeout || !errors.Is(err, corral.ErrTimeout) || time.Since(start) > 350*time.Millisecond {
+		// It gives up at its own deadline, not when the first command ends.
+		if r.Outcome != corral.OutcomeTimeout || !errors.Is(err, corral.ErrTimeout) || time.Since(start) > 800*time.Millisecond {
 			t.Fatalf("queued command: %+v %v after %v", r, err, time.Since(start))
 		}
 		if r := <-first; r.Outcome != corral.OutcomeExited || r.ExitCode != 0 {
@@ -409,11 +421,12 @@ func TestStateNeverWaitsForACommand(t *testing.T) {
 			s.Exec(context.Background(), "sleep 1", Options{})
 			close(done)
 		}()
-		time.Sleep(100 * time.Millisecond)
+		waitBusy(t, s)
 		start := time.Now()
 		st := s.State()
 		closed := s.Closed()
-		if el := time.Since(start); el > 50*time.Millisecond || !st.Busy || closed {
+		// Far less than the command's 1 s, with room for a loaded machine.
+		if el := time.Since(start); el > 500*time.Millisecond || !st.Busy || closed {
 			t.Fatalf("state %+v closed %v after %v", st, closed, el)
 		}
 		<-done
@@ -468,7 +481,8 @@ func TestCloseEndsARunningCommand(t *testing.T) {
 			}
 			done <- r
 		}()
-		time.Sleep(200 * time.Millisecond)
+		waitBusy(t, s)
+		time.Sleep(100 * time.Millisecond) // the shell has started both sleeps
 		s.Close()
 		select {
 		case r := <-done:
