@@ -157,7 +157,6 @@ state directory), and the next daemon takes it over.`,
 			defer conn.Close()
 			switch args[0] {
 			case "stop":
-				defer conn.Close()
 				if _, err := c.Stop(context.Background(), &pb.StopRequest{}); err != nil {
 					return rpcErr(err)
 				}

@@ -172,10 +172,19 @@ func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 	if s := e.ls()["s1"]; s.State != "up" || s.KeeperPid == 0 {
 		t.Fatalf("ls %+v", s)
 	}
-	// Bad input: names, flags.
-	for _, args := range [][]string{{"exec", "-s", "bad/name", "--", "true"}, {"exec", "--", "true"}, {"exec", "-s", "x", "--bogus", "--", "true"}, {"kill"}} {
-		if _, _, rc := e.run(args...); rc != 2 {
+	// Bad input: names, flags. Each is one line on stderr, naming the
+	// help of the command that was misused, and exit 2.
+	for _, args := range [][]string{{"exec", "-s", "bad/name", "--", "true"}, {"exec", "--", "true"}, {"exec", "-s", "x", "--bogus", "--", "true"}, {"kill"}, {"daemon", "status", "--bogus"}, {"frob"}} {
+		_, errs, rc := e.run(args...)
+		if rc != 2 {
 			t.Errorf("%q: exit %d, want 2", args, rc)
+		}
+		help := "'corral " + args[0] + " --help'"
+		if args[0] == "frob" {
+			help = "'corral --help'"
+		}
+		if !strings.HasPrefix(errs, "corral: ") || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, help) {
+			t.Errorf("%q: stderr %q, want one line naming %s", args, errs, help)
 		}
 	}
 	if _, _, rc := e.run("kill", "no-such"); rc != 1 {

@@ -62,7 +62,7 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.AddCommand(runCommand(stdin, stdout, stderr), reapCommand(stdout),
 		execCommand(stdin, stdout, stderr), lsCommand(stdout), killCommand(stdout), daemonCommand(stdout))
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
 	}
@@ -72,11 +72,13 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		// usage errors.
 		ee = &exitError{code: exitUsage, msg: err.Error()}
 	}
-	if ee.msg != "" {
+	switch {
+	case ee.msg == "":
+	case ee.code == exitUsage:
+		// One line, naming the help of the command that was misused.
+		fmt.Fprintf(stderr, "corral: %s (see '%s --help')\n", ee.msg, cmd.CommandPath())
+	default:
 		fmt.Fprintf(stderr, "corral: %s\n", ee.msg)
-		if ee.code == exitUsage {
-			fmt.Fprintln(stderr, "Run 'corral --help' for usage.")
-		}
 	}
 	return ee.code
 }
