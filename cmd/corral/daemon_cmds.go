@@ -77,13 +77,8 @@ func dial(dir string, start bool) (*grpc.ClientConn, pb.DaemonClient, error) {
 		if !start {
 			return nil, nil, &exitError{code: exitInternal, msg: "no daemon is running for " + dir}
 		}
-		if err := spawnDaemon(dir); err != nil {
-			return nil, nil, &exitError{code: exitInternal, msg: "starting the daemon: " + err.Error()}
-		}
-		for deadline := time.Now().Add(10 * time.Second); !listening(); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				return nil, nil, &exitError{code: exitInternal, msg: "the daemon did not start; see " + filepath.Join(dir, "daemon.log")}
-			}
+		if err := startDaemon(dir, listening); err != nil {
+			return nil, nil, err
 		}
 	}
 	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -91,6 +86,33 @@ func dial(dir string, start bool) (*grpc.ClientConn, pb.DaemonClient, error) {
 		return nil, nil, &exitError{code: exitInternal, msg: err.Error()}
 	}
 	return conn, pb.NewDaemonClient(conn), nil
+}
+
+// spawnWait bounds how long a client waits for a daemon to start, its own
+// or one another client is starting.
+const spawnWait = 10 * time.Second
+
+// startDaemon starts a daemon for dir unless one is listening by the time
+// this client holds the spawn lock (another client started it), and waits
+// until it listens.
+func startDaemon(dir string, listening func() bool) error {
+	unlock, err := lockSpawn(dir)
+	if err != nil {
+		return &exitError{code: exitInternal, msg: "starting the daemon: spawn lock: " + err.Error()}
+	}
+	defer unlock()
+	if listening() {
+		return nil
+	}
+	if err := spawnDaemon(dir); err != nil {
+		return &exitError{code: exitInternal, msg: "starting the daemon: " + err.Error()}
+	}
+	for deadline := time.Now().Add(spawnWait); !listening(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return &exitError{code: exitInternal, msg: "the daemon did not start; see " + filepath.Join(dir, "daemon.log")}
+		}
+	}
+	return nil
 }
 
 // connect dials the daemon of the state directory, starting one if none
@@ -199,7 +221,7 @@ func runDaemon(dir string) error {
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		code := exitInternal
-		if errors.Is(err, daemon.ErrRunning) || errors.Is(err, store.ErrLocked) {
+		if errors.Is(err, daemon.ErrRunning) {
 			code = 1
 		}
 		return &exitError{code: code, msg: err.Error()}

@@ -192,6 +192,57 @@ func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 	}
 }
 
+// TestDaemonStartsOnceForManyClients: clients that all find no daemon at
+// once start exactly one, and none of them starts a second that loses the
+// race and exits with an error in daemon.log. A daemon started by hand
+// beside the running one says so and exits 1.
+func TestDaemonStartsOnceForManyClients(t *testing.T) {
+	e := newDaemonEnv(t)
+	// Hold the store for a while, so that every client finds no daemon
+	// listening however fast the first one starts.
+	st, err := store.Open(filepath.Join(e.state, "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(500*time.Millisecond, func() { st.Close() })
+	const n = 12
+	var wg sync.WaitGroup
+	fails := make(chan string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			want := strconv.Itoa(i) + "\n"
+			if out, errs, rc := e.run("exec", "-s", "c"+strconv.Itoa(i%3), "--", "echo "+strconv.Itoa(i)); rc != 0 || out != want {
+				fails <- fmt.Sprintf("client %d: %q %q exit %d", i, out, errs, rc)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(fails)
+	for f := range fails {
+		t.Error(f)
+	}
+	// A losing daemon may still be waiting for the store: any "corral
+	// daemon" of ours but the one serving is one too many. Wait for those
+	// to end, so that their errors are in the log read below.
+	daemon := e.daemonPid()
+	for _, pid := range testproc.Survivors(e.mark) {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); pid != daemon && strings.HasSuffix(string(b), "\x00daemon\x00") {
+			t.Errorf("a second daemon, pid %d, beside %d", pid, daemon)
+			waitGone(pid, 5*time.Second)
+		}
+	}
+	log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+	if starts := strings.Count(string(log), `msg="daemon starting"`); starts != 1 || strings.Contains(string(log), "corral: ") {
+		t.Errorf("%d daemons started, or one failed:\n%s", starts, log)
+	}
+	_, errs, rc := e.run("daemon")
+	if want := fmt.Sprintf("a daemon is already running for %s (pid %d)", e.state, daemon); rc != 1 || !strings.Contains(errs, want) {
+		t.Errorf("a second daemon: exit %d, %q; want 1 and %q", rc, errs, want)
+	}
+}
+
 func TestDaemonClientKilledMidCommand(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("s", "true")

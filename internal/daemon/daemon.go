@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +93,9 @@ func Open(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	st, err := store.Open(filepath.Join(cfg.StateDir, "corral.db"))
+	if errors.Is(err, store.ErrLocked) {
+		return nil, running(cfg.StateDir, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +103,7 @@ func Open(cfg Config) (*Daemon, error) {
 		sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}, written: map[string]written{}}
 	lis, err := unixsock.Listen(SocketPath(cfg.StateDir))
 	if errors.Is(err, unixsock.ErrInUse) {
-		err = fmt.Errorf("%w: %w", ErrRunning, err)
+		err = running(cfg.StateDir, err)
 	}
 	if err != nil {
 		st.Close()
@@ -121,6 +125,33 @@ func Open(cfg Config) (*Daemon, error) {
 
 // ErrRunning means another daemon serves this state directory.
 var ErrRunning = errors.New("a daemon is already running")
+
+// runningError says which daemon holds the state directory: its pid when
+// its pid file names one. It is ErrRunning, and the cause (the locked store
+// or the live socket) for errors.Is.
+type runningError struct {
+	dir   string
+	pid   int
+	cause error
+}
+
+func running(dir string, cause error) error {
+	e := &runningError{dir: dir, cause: cause}
+	b, _ := os.ReadFile(filepath.Join(dir, "daemon.pid"))
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+		e.pid = pid
+	}
+	return e
+}
+
+func (e *runningError) Error() string {
+	if e.pid > 0 {
+		return fmt.Sprintf("%v for %s (pid %d)", ErrRunning, e.dir, e.pid)
+	}
+	return fmt.Sprintf("%v for %s", ErrRunning, e.dir)
+}
+
+func (e *runningError) Unwrap() []error { return []error{ErrRunning, e.cause} }
 
 // Serve answers clients until Stop is called or ctx ends. Sessions keep
 // running after it returns.
