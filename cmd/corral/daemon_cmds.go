@@ -28,6 +28,7 @@ import (
 	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/fds"
 	"github.com/corral-dev/corral/internal/statedir"
 	"github.com/corral-dev/corral/internal/store"
 )
@@ -138,7 +139,12 @@ func spawnDaemon(dir string) error {
 		return err
 	}
 	defer logf.Close()
+	// The daemon outlives this client: it must not keep the client's
+	// descriptors (a caller's pipe would get no EOF while it lives). The
+	// daemon marks what it inherits too; this spares it holding them.
+	fds.CloseOnExecFrom(3)
 	c := exec.Command(exe, "daemon")
+	c.Dir = "/" // nor pin the client's working directory
 	c.Stdout, c.Stderr = logf, logf
 	c.Env = append(os.Environ(), statedir.Env+"="+dir)
 	c.SysProcAttr = detached()

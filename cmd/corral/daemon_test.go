@@ -243,6 +243,69 @@ func TestDaemonStartsOnceForManyClients(t *testing.T) {
 	}
 }
 
+// TestDaemonKeepsNoneOfItsStartersDescriptors: a client started with an
+// extra descriptor (here a pipe the caller reads to EOF, as "$(corral exec
+// ... 3>&1)" does) starts the daemon on demand. Neither the daemon nor the
+// session's shell may keep that descriptor, or the caller waits for EOF
+// as long as the daemon lives.
+func TestDaemonKeepsNoneOfItsStartersDescriptors(t *testing.T) {
+	e := newDaemonEnv(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", w.Fd()))
+	c := cli(t, e.mark, e.state, "exec", "-s", "fds", "--", "echo hi")
+	c.ExtraFiles = []*os.File{w, w, w} // descriptors 3-5 of the client, not close-on-exec
+	if out, err := c.Output(); err != nil || string(out) != "hi\n" {
+		t.Fatalf("exec: %q %v", out, err)
+	}
+	daemon := e.daemonPid()
+	holding := func(pids ...int) {
+		t.Helper()
+		for _, pid := range pids {
+			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+			for _, fd := range fds {
+				if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); l == link {
+					t.Errorf("pid %d holds the starter's %s as descriptor %s", pid, link, fd.Name())
+				}
+			}
+		}
+	}
+	holding(daemon, e.ls()["fds"].KeeperPid)
+	if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", daemon)); cwd != "/" {
+		t.Errorf("the daemon pins its starter's working directory %s", cwd)
+	}
+	// A daemon started by hand keeps what it was given (it runs in the
+	// foreground), but the shells it starts get none of it.
+	e.run("daemon", "stop")
+	waitGone(daemon, 10*time.Second)
+	d := cli(t, e.mark, e.state, "daemon")
+	d.ExtraFiles = []*os.File{w, w, w}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	go d.Wait()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if c, err := net.Dial("unix", filepath.Join(e.state, "corral.sock")); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the daemon started by hand does not listen")
+		}
+	}
+	e.exec("fds2", "true")
+	holding(e.ls()["fds"].KeeperPid, e.ls()["fds2"].KeeperPid)
+	e.run("daemon", "stop")
+	r.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(r); err != nil {
+		t.Errorf("the caller's pipe got no EOF: %v", err)
+	}
+}
+
 func TestDaemonClientKilledMidCommand(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("s", "true")

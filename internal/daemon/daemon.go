@@ -42,6 +42,7 @@ import (
 
 	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/fds"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/unixsock"
 	"github.com/corral-dev/corral/session"
@@ -88,6 +89,11 @@ func SocketPath(stateDir string) string { return filepath.Join(stateDir, "corral
 func Open(cfg Config) (*Daemon, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	// Shells live as long as their sessions: none may get a descriptor
+	// this process inherited (its starter's pipe, say) and keep it open.
+	if err := fds.CloseOnExecFrom(3); err != nil {
+		cfg.Log.Warn("cannot mark inherited descriptors close-on-exec; shells may inherit them", "err", err)
 	}
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sessions"), 0o700); err != nil {
 		return nil, err
