@@ -413,6 +413,59 @@ func shellIsolation(t *testing.T, pid int) string {
 	return "none"
 }
 
+// TestDaemonReapsOneshotOrphans: a --oneshot tree has no session to be
+// taken over by; if the daemon running it dies, the tree (a background
+// job, a setsid child) is killed by the next daemon through its record.
+// It is contained as the daemon's sessions are (CORRAL_ISOLATION).
+func TestDaemonReapsOneshotOrphans(t *testing.T) {
+	for _, iso := range []string{"cgroup", "pgroup"} {
+		t.Run(iso, func(t *testing.T) {
+			t.Setenv("CORRAL_ISOLATION", iso)
+			e := newDaemonEnv(t)
+			pidFile := filepath.Join(t.TempDir(), "pids")
+			c := cli(t, e.mark, e.state, "exec", "--oneshot", "--", "sleep 60 & setsid sleep 60 & echo $$ $! > "+pidFile+"; echo up; wait")
+			out, _ := c.StdoutPipe()
+			c.Start()
+			out.Read(make([]byte, 3))
+			b, _ := os.ReadFile(pidFile)
+			var pids []int
+			for _, f := range strings.Fields(string(b)) {
+				pid, _ := strconv.Atoi(f)
+				pids = append(pids, pid)
+			}
+			if len(pids) != 2 {
+				t.Fatalf("pids %q", b)
+			}
+			if got := shellIsolation(t, pids[0]); got != iso {
+				t.Errorf("the oneshot shell is contained by %s, want %s", got, iso)
+			}
+			dpid := e.daemonPid()
+			syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
+			if !waitGone(dpid, 5*time.Second) {
+				t.Fatal("daemon did not die")
+			}
+			c.Wait()
+			for _, pid := range pids {
+				if !testproc.Alive(pid) {
+					t.Fatalf("%d died with the daemon: nothing left to reap", pid)
+				}
+			}
+			e.ls() // a new daemon
+			for _, pid := range pids {
+				if !waitGone(pid, 5*time.Second) {
+					t.Errorf("the dead daemon's oneshot process %d outlived the next daemon's start", pid)
+				}
+			}
+			if left, _ := os.ReadDir(filepath.Join(e.state, "runs")); len(left) != 0 {
+				t.Errorf("records left: %v", left)
+			}
+			if log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log")); !strings.Contains(string(log), "orphaned tree killed") {
+				t.Errorf("the reap is not logged:\n%s", log)
+			}
+		})
+	}
+}
+
 func TestDaemonRebootKeepsRecords(t *testing.T) {
 	e := newDaemonEnv(t)
 	dir := t.TempDir()

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-dev/corral"
-	"github.com/corral-dev/corral/internal/contain"
 	"github.com/corral-dev/corral/internal/record"
 	"github.com/corral-dev/corral/internal/statedir"
 )
@@ -119,15 +117,10 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	}
 	var recID string
 	if store != nil {
-		owner, ownerStart := os.Getpid(), contain.SelfStart()
 		cmd.OnStart = func(id corral.Identity) error {
-			recID = strings.TrimPrefix(id.Marker, corral.MarkerEnv+"=")
-			return store.Write(&record.Record{
-				ID: recID, OwnerPid: owner, OwnerStart: ownerStart, BootID: id.BootID,
-				Isolation: string(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
-				StartTime: id.StartTime, Cgroup: id.Cgroup, Job: id.Job, Marker: id.Marker,
-				Argv: args, Created: time.Now().UTC(),
-			})
+			r := record.Of(id, args)
+			recID = r.ID
+			return store.Write(r)
 		}
 	}
 

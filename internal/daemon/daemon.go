@@ -43,6 +43,8 @@ import (
 	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/internal/fds"
+	"github.com/corral-dev/corral/internal/record"
+	"github.com/corral-dev/corral/internal/statedir"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/unixsock"
 	"github.com/corral-dev/corral/session"
@@ -64,6 +66,7 @@ type Config struct {
 type Daemon struct {
 	cfg     Config
 	store   *store.Store
+	runs    record.Store // records of oneshot trees
 	lis     net.Listener
 	srv     *grpc.Server
 	started time.Time
@@ -98,6 +101,10 @@ func Open(cfg Config) (*Daemon, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sessions"), 0o700); err != nil {
 		return nil, err
 	}
+	runs, err := statedir.Ensure(cfg.StateDir, "runs")
+	if err != nil {
+		return nil, err
+	}
 	st, err := store.Open(filepath.Join(cfg.StateDir, "corral.db"))
 	if errors.Is(err, store.ErrLocked) {
 		return nil, running(cfg.StateDir, err)
@@ -105,7 +112,7 @@ func Open(cfg Config) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{cfg: cfg, store: st, started: time.Now(), stopped: make(chan struct{}),
+	d := &Daemon{cfg: cfg, store: st, runs: record.Store{Dir: runs}, started: time.Now(), stopped: make(chan struct{}),
 		sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}, written: map[string]written{}}
 	lis, err := unixsock.Listen(SocketPath(cfg.StateDir))
 	if errors.Is(err, unixsock.ErrInUse) {
@@ -123,6 +130,7 @@ func Open(cfg Config) (*Daemon, error) {
 	// Only the daemon that owns the socket takes shells over.
 	cfg.Log.Info("daemon starting", "pid", os.Getpid(), "state_dir", cfg.StateDir)
 	d.recover()
+	d.reapRuns()
 	d.srv = grpc.NewServer()
 	pb.RegisterDaemonServer(d.srv, d)
 	os.WriteFile(filepath.Join(cfg.StateDir, "daemon.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600)
@@ -383,9 +391,7 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	if start.Oneshot {
-		return serveExec(stream, start, func(ctx context.Context, opts session.Options) (*corral.Result, error) {
-			return session.RunOnce(ctx, session.Config{Shell: shellOf(start.Env), Dir: start.Cwd, Env: start.Env}, start.Command, opts)
-		})
+		return serveExec(stream, start, d.runOnce(start))
 	}
 	name := start.Session
 	s, err := d.sessionFor(name, start)
@@ -402,6 +408,46 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	// result is already on its way to the client).
 	d.recordState(name, s.State())
 	return err
+}
+
+// runOnce runs a --oneshot command in a fresh shell contained as sessions'
+// shells are. No session can take its tree over, so it is recorded in
+// runs/ as a corral run's tree is, owned by this daemon: if the daemon
+// dies mid-command, the next one (or corral reap) kills what it left.
+func (d *Daemon) runOnce(start *pb.ExecStart) func(context.Context, session.Options) (*corral.Result, error) {
+	return func(ctx context.Context, opts session.Options) (*corral.Result, error) {
+		var id string
+		cfg := session.Config{Shell: shellOf(start.Env), Dir: start.Cwd, Env: start.Env, Isolation: d.cfg.Isolation,
+			OnStart: func(tree corral.Identity) error {
+				r := record.Of(tree, []string{"oneshot", start.Command})
+				id = r.ID
+				return d.runs.Write(r)
+			}}
+		res, err := session.RunOnce(ctx, cfg, start.Command, opts)
+		if id != "" && !res.KillFailed { // a tree that could not be killed keeps its record
+			if rerr := d.runs.Remove(id); rerr != nil {
+				d.cfg.Log.Error("cannot remove a oneshot record", "id", id, "err", rerr)
+			}
+		}
+		return res, err
+	}
+}
+
+// reapRuns kills the recorded trees (oneshots of a daemon that died, corral
+// runs that were killed) whose owner is gone, through their identity.
+func (d *Daemon) reapRuns() {
+	reaped, errs := record.Reap(d.runs, false)
+	for _, r := range reaped {
+		switch r.Action {
+		case record.Killed:
+			d.cfg.Log.Info("orphaned tree killed", "id", r.Record.ID, "argv", r.Record.Argv, "pids", r.Pids)
+		case record.Failed:
+			d.cfg.Log.Error("cannot reap an orphaned tree", "id", r.Record.ID, "argv", r.Record.Argv, "err", r.Error)
+		}
+	}
+	for _, err := range errs {
+		d.cfg.Log.Warn("unusable run record", "err", err)
+	}
 }
 
 // written is what was last written of a session's state, and when.

@@ -24,6 +24,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/contain"
 	"github.com/corral-dev/corral/internal/store"
 )
 
@@ -53,6 +55,18 @@ type Record struct {
 	Marker    string    `json:"marker"`
 	Argv      []string  `json:"argv"`
 	Created   time.Time `json:"created"`
+}
+
+// Of is the record of the tree id running argv, owned by the calling
+// process: the tree is an orphan once this process is gone. Its ID is the
+// tree's marker value, unique per tree.
+func Of(id corral.Identity, argv []string) *Record {
+	return &Record{
+		ID: strings.TrimPrefix(id.Marker, corral.MarkerEnv+"="), OwnerPid: os.Getpid(), OwnerStart: contain.SelfStart(),
+		BootID: id.BootID, Isolation: string(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
+		StartTime: id.StartTime, Cgroup: id.Cgroup, Job: id.Job, Marker: id.Marker,
+		Argv: argv, Created: time.Now().UTC(),
+	}
 }
 
 // Store is a directory of records.
