@@ -710,6 +710,49 @@ func TestDaemonBrokenSession(t *testing.T) {
 	}
 }
 
+// TestDaemonStopEndsAOneshot: a oneshot still running when a stopping
+// daemon's grace for commands is over has no shell to be taken over by: the
+// daemon cancels it, kills its whole tree, removes its record, and its
+// client is told why before the daemon exits. A session command running
+// then is let go with its shell, and its client is told that too.
+func TestDaemonStopEndsAOneshot(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("s", "true")
+	sc := cli(t, e.mark, e.state, "exec", "-s", "s", "--", "echo up; sleep 60")
+	var serr bytes.Buffer
+	sc.Stderr = &serr
+	sout, _ := sc.StdoutPipe()
+	sc.Start()
+	sout.Read(make([]byte, 3))
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	c := cli(t, e.mark, e.state, "exec", "--oneshot", "--", "sleep 60 & echo $! > "+pidFile+"; echo up; wait")
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	out, _ := c.StdoutPipe()
+	c.Start()
+	out.Read(make([]byte, 3))
+	bg := readPidFile(t, pidFile, 5*time.Second)
+	dpid := e.daemonPid()
+	if _, errs, rc := e.run("daemon", "stop"); rc != 0 {
+		t.Fatalf("daemon stop: exit %d %s", rc, errs)
+	}
+	if rc := exitCode(c.Wait()); rc != 125 || !strings.Contains(errb.String(), "cancelled: the daemon is stopping") {
+		t.Errorf("the oneshot's client: exit %d, %q", rc, errb.String())
+	}
+	if rc := exitCode(sc.Wait()); rc != 125 || !strings.Contains(serr.String(), "the command goes on in its shell") {
+		t.Errorf("the session command's client: exit %d, %q", rc, serr.String())
+	}
+	if !waitGone(dpid, 10*time.Second) {
+		t.Fatal("the daemon did not exit")
+	}
+	if testproc.Alive(bg) {
+		t.Errorf("the oneshot's background job %d outlived the daemon", bg)
+	}
+	if left, _ := os.ReadDir(filepath.Join(e.state, "runs")); len(left) != 0 {
+		t.Errorf("records left: %v", left)
+	}
+}
+
 func TestDaemonStopWhileACommandRuns(t *testing.T) {
 	e := newDaemonEnv(t)
 	goFile := filepath.Join(e.state, "go")

@@ -80,6 +80,12 @@ type Daemon struct {
 	names    map[string]*sync.Mutex // one creation or kill at a time per name
 	written  map[string]written     // what was last written of each session's state
 	closing  bool
+	oneshots sync.WaitGroup // running oneshots; added to only while !closing
+
+	// stopping ends when a stopping daemon's grace for commands is over:
+	// oneshots, which no later daemon can take over, are cancelled then.
+	stopping     context.Context
+	stopOneshots context.CancelCauseFunc
 
 	pb.UnimplementedDaemonServer
 }
@@ -114,6 +120,7 @@ func Open(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{cfg: cfg, store: st, runs: record.Store{Dir: runs}, started: time.Now(), stopped: make(chan struct{}),
 		sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}, written: map[string]written{}}
+	d.stopping, d.stopOneshots = context.WithCancelCause(context.Background())
 	lis, err := unixsock.Listen(SocketPath(cfg.StateDir))
 	if errors.Is(err, unixsock.ErrInUse) {
 		err = running(cfg.StateDir, err)
@@ -201,7 +208,15 @@ func (d *Daemon) shutdown() {
 			// Let go first: a call cut off now must not be taken as
 			// its command's cancellation.
 			d.detachAll()
-			d.srv.Stop()
+			d.endOneshots()
+			// Their handlers have returned; let the server flush what
+			// they sent (each client learns what became of its command)
+			// before cutting whatever is left.
+			select {
+			case <-done:
+			case <-time.After(flushBound):
+				d.srv.Stop()
+			}
 		}
 		d.detachAll()
 		d.store.Close()
@@ -209,6 +224,33 @@ func (d *Daemon) shutdown() {
 		d.cfg.Log.Info("daemon stopped; every session's shell goes on")
 	})
 }
+
+// errStopping is why a stopping daemon cancels a oneshot.
+var errStopping = errors.New("the daemon is stopping")
+
+// endOneshots cancels the running oneshots and waits, bounded, until each
+// has killed its tree and sent its client the result.
+func (d *Daemon) endOneshots() {
+	d.mu.Lock()
+	d.closing = true // no oneshot starts after this
+	d.mu.Unlock()
+	d.stopOneshots(errStopping)
+	done := make(chan struct{})
+	go func() { d.oneshots.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(oneshotStopBound):
+		d.cfg.Log.Error("oneshots still running after cancel; their records stay for the next daemon")
+	}
+}
+
+// flushBound is how long a stopping daemon lets the last results reach
+// their clients.
+const flushBound = 2 * time.Second
+
+// oneshotStopBound bounds endOneshots: a cancelled tree's grace, the
+// bound on its kill, and its drain.
+const oneshotStopBound = 20 * time.Second
 
 func (d *Daemon) detachAll() {
 	d.mu.Lock()
@@ -416,6 +458,15 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 // dies mid-command, the next one (or corral reap) kills what it left.
 func (d *Daemon) runOnce(start *pb.ExecStart) func(context.Context, session.Options) (*corral.Result, error) {
 	return func(ctx context.Context, opts session.Options) (*corral.Result, error) {
+		d.mu.Lock()
+		if !d.closing {
+			d.oneshots.Add(1)
+			defer d.oneshots.Done()
+		} // else stopping has ended: it is cancelled before it starts
+		d.mu.Unlock()
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		defer context.AfterFunc(d.stopping, func() { cancel(context.Cause(d.stopping)) })()
 		var id string
 		cfg := session.Config{Shell: shellOf(start.Env), Dir: start.Cwd, Env: start.Env, Isolation: d.cfg.Isolation,
 			OnStart: func(tree corral.Identity) error {
@@ -424,6 +475,9 @@ func (d *Daemon) runOnce(start *pb.ExecStart) func(context.Context, session.Opti
 				return d.runs.Write(r)
 			}}
 		res, err := session.RunOnce(ctx, cfg, start.Command, opts)
+		if errors.Is(context.Cause(ctx), errStopping) && res.Outcome == corral.OutcomeCancelled {
+			res.Error = errStopping.Error() // the client is told why
+		}
 		if id != "" && !res.KillFailed { // a tree that could not be killed keeps its record
 			if rerr := d.runs.Remove(id); rerr != nil {
 				d.cfg.Log.Error("cannot remove a oneshot record", "id", id, "err", rerr)
