@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -74,19 +75,52 @@ func dial(dir string, start bool) (*grpc.ClientConn, pb.DaemonClient, error) {
 		c.Close()
 		return true
 	}
-	if !listening() {
-		if !start {
-			return nil, nil, &exitError{code: exitInternal, msg: "no daemon is running for " + dir}
+	for attempt := 1; ; attempt++ {
+		if !listening() {
+			if !start {
+				return nil, nil, &exitError{code: exitInternal, msg: "no daemon is running for " + dir}
+			}
+			if err := startDaemon(dir, listening); err != nil {
+				return nil, nil, err
+			}
 		}
-		if err := startDaemon(dir, listening); err != nil {
-			return nil, nil, err
+		conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, nil, &exitError{code: exitInternal, msg: err.Error()}
+		}
+		// A daemon dying as this client arrived can take the connection
+		// and reset it. No call has been sent yet, so it is safe to look
+		// again (and start a daemon) once.
+		err = awaitReady(conn)
+		if err == nil {
+			return conn, pb.NewDaemonClient(conn), nil
+		}
+		conn.Close()
+		if attempt == 2 {
+			return nil, nil, &exitError{code: exitInternal, msg: "lost the daemon: " + err.Error()}
 		}
 	}
-	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, &exitError{code: exitInternal, msg: err.Error()}
+}
+
+// awaitReady connects conn and waits until it is ready for calls; it fails
+// as soon as the connection fails (no retry behind the caller's back) or
+// after spawnWait (a daemon still taking shells over has not served yet).
+func awaitReady(conn *grpc.ClientConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), spawnWait)
+	defer cancel()
+	conn.Connect()
+	for {
+		st := conn.GetState()
+		switch st {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return fmt.Errorf("connection %s", strings.ToLower(st.String()))
+		}
+		if !conn.WaitForStateChange(ctx, st) {
+			return fmt.Errorf("no answer within %v", spawnWait)
+		}
 	}
-	return conn, pb.NewDaemonClient(conn), nil
 }
 
 // spawnWait bounds how long a client waits for a daemon to start, its own

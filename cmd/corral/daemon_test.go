@@ -81,6 +81,34 @@ func (e *daemonEnv) daemonPid() int {
 	return pid
 }
 
+// killDaemon SIGKILLs the daemon (ours: started by our corral in our state
+// dir) and returns once it is gone and its socket refuses connections. A
+// killed process's leader shows as a zombie while its other threads are
+// still exiting and holding its descriptors: a client that came then would
+// reach a socket about to be reset.
+func (e *daemonEnv) killDaemon() {
+	e.t.Helper()
+	dpid := e.daemonPid()
+	if dpid == 0 {
+		e.t.Fatal("no daemon to kill")
+	}
+	syscall.Kill(dpid, syscall.SIGKILL)
+	if !waitGone(dpid, 5*time.Second) {
+		e.t.Fatal("daemon did not die")
+	}
+	sock := filepath.Join(e.state, "corral.sock")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			e.t.Fatal("the killed daemon's socket still accepts connections")
+		}
+	}
+}
+
 type lsEntry struct {
 	Name      string `json:"name"`
 	State     string `json:"state"`
@@ -91,7 +119,8 @@ type lsEntry struct {
 func (e *daemonEnv) ls() map[string]lsEntry {
 	out, errs, rc := e.run("ls", "--json")
 	if rc != 0 {
-		e.t.Fatalf("ls: %d %s", rc, errs)
+		log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+		e.t.Fatalf("ls: %d %s\ndaemon.log:\n%s", rc, errs, log)
 	}
 	var list []lsEntry
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
@@ -306,6 +335,41 @@ func TestDaemonKeepsNoneOfItsStartersDescriptors(t *testing.T) {
 	}
 }
 
+// TestClientOutlivesADyingDaemon: a client can reach a daemon's socket in
+// the instant the daemon is dying (its connection accepted by the kernel,
+// then reset). The client must then find a live daemon, starting one, and
+// not fail with "lost the daemon". Here the dying daemon is a listener
+// that takes the client's connection and closes everything.
+func TestClientOutlivesADyingDaemon(t *testing.T) {
+	e := newDaemonEnv(t)
+	lis, err := net.Listen("unix", filepath.Join(e.state, "corral.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer lis.Close() // and removes the socket, as a dead daemon's is refused
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			// The probe closes at once; the connection the call goes on
+			// sends the HTTP/2 preface.
+			n, _ := c.Read(make([]byte, 1))
+			c.Close()
+			if n > 0 {
+				return
+			}
+		}
+	}()
+	if out, errs, rc := e.run("ls"); rc != 0 || !strings.HasPrefix(out, "NAME") {
+		t.Fatalf("ls across a dying daemon: exit %d, %q %q", rc, out, errs)
+	}
+	if e.daemonPid() == 0 {
+		t.Fatal("no daemon was started")
+	}
+}
+
 func TestDaemonClientKilledMidCommand(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("s", "true")
@@ -353,11 +417,7 @@ func testKilledSessionsSurvive(t *testing.T, iso string) {
 	out.Read(make([]byte, 3))
 	b, _ := os.ReadFile(pidFile)
 	orphan, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	dpid := e.daemonPid()
-	syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
-	if !waitGone(dpid, 5*time.Second) {
-		t.Fatal("daemon did not die")
-	}
+	e.killDaemon()
 	if rc := exitCode(c.Wait()); rc == 0 {
 		t.Fatal("the client of the interrupted command exited 0")
 	}
@@ -439,11 +499,7 @@ func TestDaemonReapsOneshotOrphans(t *testing.T) {
 			if got := shellIsolation(t, pids[0]); got != iso {
 				t.Errorf("the oneshot shell is contained by %s, want %s", got, iso)
 			}
-			dpid := e.daemonPid()
-			syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
-			if !waitGone(dpid, 5*time.Second) {
-				t.Fatal("daemon did not die")
-			}
+			e.killDaemon()
 			c.Wait()
 			for _, pid := range pids {
 				if !testproc.Alive(pid) {
@@ -602,8 +658,7 @@ func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 	syscall.Kill(dpid, syscall.SIGSTOP)
 	syscall.Kill(shellPid, syscall.SIGKILL)
 	waitGone(shellPid, 5*time.Second)
-	syscall.Kill(dpid, syscall.SIGKILL)
-	waitGone(dpid, 5*time.Second)
+	e.killDaemon() // stopped, it dies on SIGKILL all the same
 	c.Wait()
 	b, _ := os.ReadFile(bgFile)
 	bg, _ := strconv.Atoi(strings.TrimSpace(string(b)))
@@ -865,11 +920,7 @@ func TestDaemonKilledWhileACommandFloods(t *testing.T) {
 	c.Start()
 	io.ReadFull(out, make([]byte, 1<<16)) // the flood is under way
 	sleeper := readPidFile(t, pidFile, 5*time.Second)
-	dpid := e.daemonPid()
-	syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
-	if !waitGone(dpid, 5*time.Second) {
-		t.Fatal("daemon did not die")
-	}
+	e.killDaemon()
 	io.Copy(io.Discard, out) // what the client still had, until it sees the daemon gone
 	c.Wait()
 	if got, rc := e.exec("flood", `echo "$PWD $KEPT"`); rc != 0 || got != dir+" 1\n" {
