@@ -61,10 +61,7 @@ func heldCases(t *testing.T, f func(t *testing.T, sh string, iso corral.Isolatio
 func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 	heldCases(t, func(t *testing.T, sh string, iso corral.Isolation, mark string) {
 		cfg, lastID := heldConfig(t, sh, iso, mark)
-		s1, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s1 := newSession(t, cfg, mark)
 		work := t.TempDir()
 		mustRun(t, s1, "cd "+work+"; export KEPT='a b'")
 		// The held shell keeps its channel open on descriptor 3; no
@@ -140,10 +137,7 @@ func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 func TestAttachToAGoneShell(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
 	cfg, lastID := heldConfig(t, "dash", "", mark)
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSession(t, cfg, mark)
 	mustRun(t, s, "true")
 	held := lastID()
 	if err := s.Close(); err != nil {
@@ -171,10 +165,7 @@ func TestAttachToAGoneShell(t *testing.T) {
 func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
 	cfg, lastID := heldConfig(t, "bash", "", mark)
-	s1, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1 := newSession(t, cfg, mark)
 	mustRun(t, s1, "export KEPT=1")
 	last := s1.State()
 	in := filepath.Join(cfg.HoldDir, "in-orphaned")
@@ -216,10 +207,7 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
 	cfg, lastID := heldConfig(t, "bash", "", mark)
 	cfg.RestoreOnReset = true
-	s1, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s1 := newSession(t, cfg, mark)
 	work := t.TempDir()
 	mustRun(t, s1, "cd "+work+"; export KEPT=1")
 	pidFile := filepath.Join(work, "pid")
@@ -260,11 +248,7 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 func TestHeldFifosChargeLittle(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
 	cfg, _ := heldConfig(t, "dash", "", mark)
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newSession(t, cfg, mark)
 	mustRun(t, s, "true")
 	for name, want := range map[string]int{ctlName: 4096, outName: 65536, errName: 65536} {
 		f, err := os.OpenFile(filepath.Join(cfg.HoldDir, name), os.O_RDWR|syscall.O_NONBLOCK, 0)
