@@ -115,13 +115,10 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 		}
 		store = &record.Store{Dir: dir}
 	}
-	var recID string
+	var tracker *record.Tracker
 	if store != nil {
-		cmd.OnStart = func(id corral.Identity) error {
-			r := record.Of(id, args)
-			recID = r.ID
-			return store.Write(r)
-		}
+		tracker = store.Track(args)
+		cmd.OnStart = tracker.OnStart
 	}
 
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -138,8 +135,8 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	res, err := cmd.Run(ctx)
 	stopSignals()
 
-	if store != nil && recID != "" && !res.KillFailed {
-		if rerr := store.Remove(recID); rerr != nil {
+	if tracker != nil {
+		if rerr := tracker.Done(res); rerr != nil {
 			fmt.Fprintf(stderr, "corral: %v\n", rerr)
 		}
 	}

@@ -467,21 +467,15 @@ func (d *Daemon) runOnce(start *pb.ExecStart) func(context.Context, session.Opti
 		ctx, cancel := context.WithCancelCause(ctx)
 		defer cancel(nil)
 		defer context.AfterFunc(d.stopping, func() { cancel(context.Cause(d.stopping)) })()
-		var id string
+		tracker := d.runs.Track([]string{"oneshot", start.Command})
 		cfg := session.Config{Shell: shellOf(start.Env), Dir: start.Cwd, Env: start.Env, Isolation: d.cfg.Isolation,
-			OnStart: func(tree corral.Identity) error {
-				r := record.Of(tree, []string{"oneshot", start.Command})
-				id = r.ID
-				return d.runs.Write(r)
-			}}
+			OnStart: tracker.OnStart}
 		res, err := session.RunOnce(ctx, cfg, start.Command, opts)
 		if errors.Is(context.Cause(ctx), errStopping) && res.Outcome == corral.OutcomeCancelled {
 			res.Error = errStopping.Error() // the client is told why
 		}
-		if id != "" && !res.KillFailed { // a tree that could not be killed keeps its record
-			if rerr := d.runs.Remove(id); rerr != nil {
-				d.cfg.Log.Error("cannot remove a oneshot record", "id", id, "err", rerr)
-			}
+		if rerr := tracker.Done(res); rerr != nil {
+			d.cfg.Log.Error("cannot remove a oneshot record", "err", rerr)
 		}
 		return res, err
 	}

@@ -57,16 +57,47 @@ type Record struct {
 	Created   time.Time `json:"created"`
 }
 
-// Of is the record of the tree id running argv, owned by the calling
+// recordOf is the record of the tree id running argv, owned by the calling
 // process: the tree is an orphan once this process is gone. Its ID is the
 // tree's marker value, unique per tree.
-func Of(id corral.Identity, argv []string) *Record {
+func recordOf(id corral.Identity, argv []string) *Record {
 	return &Record{
 		ID: strings.TrimPrefix(id.Marker, corral.MarkerEnv+"="), OwnerPid: os.Getpid(), OwnerStart: contain.SelfStart(),
 		BootID: id.BootID, Isolation: string(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
 		StartTime: id.StartTime, Cgroup: id.Cgroup, Job: id.Job, Marker: id.Marker,
 		Argv: argv, Created: time.Now().UTC(),
 	}
+}
+
+// Tracker keeps the record of one tree this process runs, for as long as
+// the tree may need reaping: written by OnStart before the tree's first
+// instruction, removed by Done once the tree is known to be gone.
+type Tracker struct {
+	store Store
+	argv  []string
+	id    string // set by OnStart
+}
+
+// Track returns a Tracker for a tree running argv, recorded in s.
+func (s Store) Track(argv []string) *Tracker { return &Tracker{store: s, argv: argv} }
+
+// OnStart writes the tree's record; it is the tree's start hook
+// (corral.Cmd.OnStart, session.Config.OnStart), so a failed write runs
+// nothing.
+func (t *Tracker) OnStart(id corral.Identity) error {
+	r := recordOf(id, t.argv)
+	t.id = r.ID
+	return t.store.Write(r)
+}
+
+// Done removes the record once the tree has run; res is its result. A tree
+// that could not be killed (res.KillFailed) keeps its record, for Reap.
+// Nothing is done for a tree that never started.
+func (t *Tracker) Done(res *corral.Result) error {
+	if t.id == "" || res.KillFailed {
+		return nil
+	}
+	return t.store.Remove(t.id)
 }
 
 // Store is a directory of records.
