@@ -96,15 +96,24 @@ func (e *daemonEnv) killDaemon() {
 	if !waitGone(dpid, 5*time.Second) {
 		e.t.Fatal("daemon did not die")
 	}
+	e.awaitSocket(false, 5*time.Second, "the killed daemon's socket still accepts connections")
+}
+
+// awaitSocket waits until the daemon's socket accepts connections (answers)
+// or refuses them (!answers), and fails the test with what after d.
+func (e *daemonEnv) awaitSocket(answers bool, d time.Duration, what string) {
+	e.t.Helper()
 	sock := filepath.Join(e.state, "corral.sock")
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
 		c, err := net.Dial("unix", sock)
-		if err != nil {
+		if err == nil {
+			c.Close()
+		}
+		if (err == nil) == answers {
 			return
 		}
-		c.Close()
 		if time.Now().After(deadline) {
-			e.t.Fatal("the killed daemon's socket still accepts connections")
+			e.t.Fatal(what)
 		}
 	}
 }
@@ -317,15 +326,7 @@ func TestDaemonKeepsNoneOfItsStartersDescriptors(t *testing.T) {
 	}
 	w.Close()
 	go d.Wait()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if c, err := net.Dial("unix", filepath.Join(e.state, "corral.sock")); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the daemon started by hand does not listen")
-		}
-	}
+	e.awaitSocket(true, 10*time.Second, "the daemon started by hand does not listen")
 	e.exec("fds2", "true")
 	holding(e.ls()["fds"].KeeperPid, e.ls()["fds2"].KeeperPid)
 	e.run("daemon", "stop")
@@ -838,15 +839,7 @@ func TestDaemonStopWhileACommandRuns(t *testing.T) {
 	stopDone := make(chan int)
 	go func() { _, _, rc := e.run("daemon", "stop"); stopDone <- rc }()
 	// The daemon has begun to stop once its socket refuses connections.
-	sock := filepath.Join(e.state, "corral.sock")
-	for {
-		conn, err := net.Dial("unix", sock)
-		if err != nil {
-			break
-		}
-		conn.Close()
-		time.Sleep(time.Millisecond)
-	}
+	e.awaitSocket(false, 10*time.Second, "the stopping daemon's socket still accepts connections")
 	os.WriteFile(goFile, nil, 0o600) // only now may the command finish
 	if rc := exitCode(c.Wait()); rc != 0 {
 		t.Fatalf("the running command: exit %d", rc)
