@@ -7,7 +7,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -212,11 +211,7 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 	mustRun(t, s1, "cd "+work+"; export KEPT=1")
 	pidFile := filepath.Join(work, "pid")
 	go run(t, s1, "sh -c 'echo $$ > "+pidFile+"; exec sleep 60'")
-	var orphan int
-	for deadline := time.Now().Add(5 * time.Second); orphan == 0 && time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		b, _ := os.ReadFile(pidFile)
-		orphan, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
+	orphan := testproc.PidFile(t, pidFile, 5*time.Second)
 	last := s1.State()
 	s1.Detach()
 	held := lastID()
@@ -232,7 +227,7 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 	if el := time.Since(start); el > TakeoverBound+5*time.Second {
 		t.Fatalf("the next command waited %v", el)
 	}
-	if orphan == 0 || testproc.Alive(orphan) {
+	if testproc.Alive(orphan) {
 		t.Fatalf("the orphaned command (pid %d) survived the takeover", orphan)
 	}
 	if st := s2.State(); st.Pid == held.Pid || st.Resets != 1 {

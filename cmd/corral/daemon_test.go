@@ -153,23 +153,6 @@ func waitGone(pid int, d time.Duration) bool {
 	return false
 }
 
-// readPidFile waits for a command to write its pid to path and returns it,
-// failing the test if no live pid appears within d.
-func readPidFile(t *testing.T, path string, d time.Duration) int {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		b, _ := os.ReadFile(path)
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && testproc.Alive(pid) {
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no live pid in %s after %v (%q)", path, d, b)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 	e := newDaemonEnv(t)
 	dir := t.TempDir()
@@ -386,7 +369,7 @@ func TestDaemonClientKilledMidCommand(t *testing.T) {
 		out, _ := c.StdoutPipe()
 		c.Start()
 		out.Read(make([]byte, 3))
-		bg := readPidFile(t, bgFile, 5*time.Second)
+		bg := testproc.PidFile(t, bgFile, 5*time.Second)
 		c.Process.Kill()
 		c.Wait()
 		start := time.Now()
@@ -426,8 +409,7 @@ func testKilledSessionsSurvive(t *testing.T, iso string) {
 	out, _ := c.StdoutPipe()
 	c.Start()
 	out.Read(make([]byte, 3))
-	b, _ := os.ReadFile(pidFile)
-	orphan, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	orphan := testproc.PidFile(t, pidFile, 5*time.Second)
 	e.killDaemon()
 	if rc := exitCode(c.Wait()); rc == 0 {
 		t.Fatal("the client of the interrupted command exited 0")
@@ -671,11 +653,7 @@ func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 	waitGone(shellPid, 5*time.Second)
 	e.killDaemon() // stopped, it dies on SIGKILL all the same
 	c.Wait()
-	b, _ := os.ReadFile(bgFile)
-	bg, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	if !testproc.Alive(bg) {
-		t.Fatal("the setup failed: the orphan is already gone")
-	}
+	bg := testproc.PidFile(t, bgFile, 5*time.Second) // the orphan, alive
 	// A foreign process whose pid a forged record claims, with the wrong
 	// start time: the identity gate must leave it alone.
 	foreign := exec.Command("sleep", "60")
@@ -797,7 +775,7 @@ func TestDaemonStopEndsAOneshot(t *testing.T) {
 	out, _ := c.StdoutPipe()
 	c.Start()
 	out.Read(make([]byte, 3))
-	bg := readPidFile(t, pidFile, 5*time.Second)
+	bg := testproc.PidFile(t, pidFile, 5*time.Second)
 	dpid := e.daemonPid()
 	if _, errs, rc := e.run("daemon", "stop"); rc != 0 {
 		t.Fatalf("daemon stop: exit %d %s", rc, errs)
@@ -922,7 +900,7 @@ func TestDaemonKilledWhileACommandFloods(t *testing.T) {
 	out, _ := c.StdoutPipe()
 	c.Start()
 	io.ReadFull(out, make([]byte, 1<<16)) // the flood is under way
-	sleeper := readPidFile(t, pidFile, 5*time.Second)
+	sleeper := testproc.PidFile(t, pidFile, 5*time.Second)
 	e.killDaemon()
 	io.Copy(io.Discard, out) // what the client still had, until it sees the daemon gone
 	c.Wait()

@@ -4,7 +4,27 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"strings"
+	"testing"
+	"time"
 )
+
+// PidFile waits for a command to write its pid to path and returns it,
+// failing the test if no live pid appears there within d.
+func PidFile(t testing.TB, path string, d time.Duration) int {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		b, _ := os.ReadFile(path)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 && Alive(pid) {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no live pid in %s after %v (%q)", path, d, b)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // Survivors lists the live processes whose environment holds kv.
 func Survivors(kv string) []int {
