@@ -42,6 +42,22 @@ func heldConfig(t *testing.T, sh string, iso corral.Isolation, mark string) (cfg
 	}
 }
 
+// mustAttach is Attach, failing the test if it fails; the session is
+// closed, and its Close checked, at cleanup, as newSession does.
+func mustAttach(t *testing.T, cfg Config, id corral.Identity, last State) *Session {
+	t.Helper()
+	s, err := Attach(cfg, id, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
 // heldCases runs f for each shell and each Linux isolation.
 func heldCases(t *testing.T, f func(t *testing.T, sh string, iso corral.Isolation, mark string)) {
 	for _, sh := range []string{"bash", "dash"} {
@@ -86,15 +102,7 @@ func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 		if !testproc.Alive(held.Pid) {
 			t.Fatal("the shell died with its owner")
 		}
-		s2, err := Attach(cfg, held, last)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			if err := s2.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		}()
+		s2 := mustAttach(t, cfg, held, last)
 		if st := s2.State(); !st.Alive || st.Pid != held.Pid || st.Cwd != work {
 			t.Fatalf("state after Attach: %+v", st)
 		}
@@ -181,11 +189,7 @@ func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the shell is in open(2) on the FIFO
 	s1.Detach()
 	held := lastID()
-	s2, err := Attach(cfg, held, last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := mustAttach(t, cfg, held, last)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var out strings.Builder
@@ -215,11 +219,7 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 	last := s1.State()
 	s1.Detach()
 	held := lastID()
-	s2, err := Attach(cfg, held, last)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := mustAttach(t, cfg, held, last)
 	start := time.Now()
 	if got := mustRun(t, s2, `echo "$PWD $KEPT"`); got != work+" 1\n" {
 		t.Fatalf("after the takeover: %q", got)
