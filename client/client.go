@@ -7,6 +7,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,8 +66,24 @@ type ExecOptions struct {
 	Env []string
 }
 
+// ErrStateNotSaved means a command ran but its session's state after it
+// (cwd, exported environment) could not be recorded durably: the live
+// shell has it, a reboot or a crash of the daemon may lose it. Exec
+// returns it, wrapped with the daemon's reason, with the result.
+var ErrStateNotSaved = errors.New("the session's state (cwd, environment) was not saved")
+
+// StateNotSavedError is ErrStateNotSaved with the daemon's reason.
+type StateNotSavedError struct{ Reason string }
+
+func (e *StateNotSavedError) Error() string { return ErrStateNotSaved.Error() + ": " + e.Reason }
+func (e *StateNotSavedError) Unwrap() error { return ErrStateNotSaved }
+
 // Exec runs code in session name (created on first use) and returns its
 // result. Cancelling ctx cancels the command (and resets the session).
+//
+// The error is nil only if the command exited 0 and its state was
+// recorded; otherwise, with a result, it is a *corral.RunError, or a
+// *StateNotSavedError, or both (errors.Join).
 func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*corral.Result, error) {
 	if o.Env == nil {
 		o.Env = os.Environ()
@@ -116,10 +133,17 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*c
 			}
 		case *pb.ExecResponse_Result:
 			res := ResultFromProto(x.Result)
-			if res.Outcome == corral.OutcomeExited && res.ExitCode == 0 {
-				return res, nil
+			var errs []error
+			if res.Outcome != corral.OutcomeExited || res.ExitCode != 0 {
+				errs = append(errs, &corral.RunError{Result: res})
 			}
-			return res, &corral.RunError{Result: res}
+			if x.Result.StateNotSaved {
+				errs = append(errs, &StateNotSavedError{Reason: x.Result.StateError})
+			}
+			if len(errs) == 1 {
+				return res, errs[0]
+			}
+			return res, errors.Join(errs...)
 		}
 	}
 }

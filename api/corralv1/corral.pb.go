@@ -247,6 +247,11 @@ type Result struct {
 	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	KillFailed    bool   `protobuf:"varint,10,opt,name=kill_failed,json=killFailed,proto3" json:"kill_failed,omitempty"`
 	DrainCutOff   bool   `protobuf:"varint,11,opt,name=drain_cut_off,json=drainCutOff,proto3" json:"drain_cut_off,omitempty"`
+	// state_not_saved says the command ran but the session's state after
+	// it (cwd, exported environment) could not be recorded: the live shell
+	// has it, a reboot or a daemon crash may lose it. state_error says why.
+	StateNotSaved bool   `protobuf:"varint,20,opt,name=state_not_saved,json=stateNotSaved,proto3" json:"state_not_saved,omitempty"`
+	StateError    string `protobuf:"bytes,21,opt,name=state_error,json=stateError,proto3" json:"state_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,6 +361,20 @@ func (x *Result) GetDrainCutOff() bool {
 		return x.DrainCutOff
 	}
 	return false
+}
+
+func (x *Result) GetStateNotSaved() bool {
+	if x != nil {
+		return x.StateNotSaved
+	}
+	return false
+}
+
+func (x *Result) GetStateError() string {
+	if x != nil {
+		return x.StateError
+	}
+	return ""
 }
 
 // ExecResponse is one message to the client: output as it is produced,
@@ -950,7 +969,7 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\x05start\x18\x01 \x01(\v2\x14.corral.v1.ExecStartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12\x1d\n" +
 	"\tstdin_eof\x18\x03 \x01(\bH\x00R\bstdinEofB\x05\n" +
-	"\x03msg\"\xed\x02\n" +
+	"\x03msg\"\xb6\x03\n" +
 	"\x06Result\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x16\n" +
@@ -965,7 +984,10 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\vkill_failed\x18\n" +
 	" \x01(\bR\n" +
 	"killFailed\x12\"\n" +
-	"\rdrain_cut_off\x18\v \x01(\bR\vdrainCutOff\"v\n" +
+	"\rdrain_cut_off\x18\v \x01(\bR\vdrainCutOff\x12&\n" +
+	"\x0fstate_not_saved\x18\x14 \x01(\bR\rstateNotSaved\x12\x1f\n" +
+	"\vstate_error\x18\x15 \x01(\tR\n" +
+	"stateError\"v\n" +
 	"\fExecResponse\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12+\n" +

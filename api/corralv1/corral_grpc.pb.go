@@ -36,7 +36,8 @@ const (
 // Daemon is what clients talk to.
 type DaemonClient interface {
 	// Exec runs one command: the client sends ExecStart then its stdin;
-	// closing the stream (or the connection) cancels the command.
+	// closing the stream (or the connection) cancels the command. The result
+	// comes last, after the session's state is recorded.
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	Kill(ctx context.Context, in *KillRequest, opts ...grpc.CallOption) (*KillResponse, error)
@@ -113,7 +114,8 @@ func (c *daemonClient) Stop(ctx context.Context, in *StopRequest, opts ...grpc.C
 // Daemon is what clients talk to.
 type DaemonServer interface {
 	// Exec runs one command: the client sends ExecStart then its stdin;
-	// closing the stream (or the connection) cancels the command.
+	// closing the stream (or the connection) cancels the command. The result
+	// comes last, after the session's state is recorded.
 	Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	Kill(context.Context, *KillRequest) (*KillResponse, error)

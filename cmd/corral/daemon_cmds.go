@@ -292,7 +292,12 @@ func execCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
 starts with this client's environment and working directory (or --cwd).
 --timeout resets the session: the next call gets a fresh shell, started in
 the cwd and exported environment of the last completed command (shell
-variables, functions and background jobs are gone).`,
+variables, functions and background jobs are gone).
+
+The session's state after the command is recorded before the result is
+reported. If it cannot be recorded (a full disk), corral exec says so and
+exits 125 even if the command succeeded: the live shell has the state, but a
+daemon crash or a reboot may lose it.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return execMain(&f, args, stdin, stdout, stderr)
@@ -366,7 +371,20 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	}
 	res, err := client.FromConn(conn).Exec(ctx, start.Session, start.Command, opts)
 	if res != nil {
-		return exitFor(res, nil, 0)
+		exit := exitFor(res, nil, 0)
+		if !errors.Is(err, client.ErrStateNotSaved) {
+			return exit
+		}
+		// The command ran; what it changed may not survive the daemon.
+		msg := "the command exited 0"
+		var ee *exitError
+		if errors.As(exit, &ee) {
+			msg = joinMsg(fmt.Sprintf("the command ended with %d", ee.code), ee.msg)
+		}
+		var sns *client.StateNotSavedError
+		errors.As(err, &sns)
+		return &exitError{code: exitInternal, msg: fmt.Sprintf("%s, but %v (a daemon crash or a reboot may lose it): %s",
+			msg, client.ErrStateNotSaved, sns.Reason)}
 	}
 	if sig := syscall.Signal(got.Load()); sig != 0 {
 		return &exitError{code: 128 + int(sig), msg: fmt.Sprintf("stopped on %v", sig)}

@@ -17,8 +17,9 @@ import (
 
 // serveExec runs the rest of one Exec stream whose ExecStart, start, was
 // read and checked: it feeds stdin messages to the command, sends its
-// output as it comes and its result last. run does the running.
-func serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run func(context.Context, session.Options) (*corral.Result, error)) error {
+// output as it comes, has record save what the command changed (nil:
+// nothing to save), and sends the result last. run does the running.
+func serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run func(context.Context, session.Options) (*corral.Result, error), record func() error) error {
 	ctx := stream.Context()
 	var sendMu sync.Mutex
 	send := func(r *pb.ExecResponse) error {
@@ -61,7 +62,13 @@ func serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run func(contex
 	if errors.Is(err, session.ErrBadCommand) {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	return send(&pb.ExecResponse{Msg: &pb.ExecResponse_Result{Result: ResultToProto(res)}})
+	pres := ResultToProto(res)
+	if record != nil {
+		if rerr := record(); rerr != nil {
+			pres.StateNotSaved, pres.StateError = true, rerr.Error()
+		}
+	}
+	return send(&pb.ExecResponse{Msg: &pb.ExecResponse_Result{Result: pres}})
 }
 
 // chunkWriter sends each Write as one message (copying: the caller reuses

@@ -1,0 +1,158 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// rawAPI is a gRPC client of the daemon of e that sends exactly what a test
+// hand-makes.
+func (e *daemonEnv) rawAPI() pb.DaemonClient {
+	e.t.Helper()
+	conn, err := grpc.NewClient("unix:"+filepath.Join(e.state, "corral.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	return pb.NewDaemonClient(conn)
+}
+
+func startReq(s *pb.ExecStart) *pb.ExecRequest {
+	return &pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: s}}
+}
+
+// TestExecStateIsDurableWhenAcknowledged: a client that has the result of a
+// cd/export has it for good: the daemon SIGKILLed the instant the client
+// has the result, then a reboot (every shell gone, the state directory
+// kept), and the next command still runs in that cwd and environment.
+// Before the record was written ahead of the result, most trials lost it.
+func TestExecStateIsDurableWhenAcknowledged(t *testing.T) {
+	e := newDaemonEnv(t)
+	const trials = 20
+	lost := 0
+	for i := 0; i < trials; i++ {
+		if _, rc := e.exec("d", "true"); rc != 0 { // the daemon and the shell are up
+			t.Fatalf("trial %d: exec rc %d", i, rc)
+		}
+		shell, dpid := e.ls()["d"].KeeperPid, e.daemonPid()
+		if shell == 0 || dpid == 0 {
+			t.Fatalf("trial %d: shell %d daemon %d", i, shell, dpid)
+		}
+		dir := t.TempDir()
+		api := e.rawAPI()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		st, err := api.Exec(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := append(testproc.Env(e.mark), "CORRAL_STATE_DIR="+e.state)
+		st.Send(startReq(&pb.ExecStart{Session: "d", Command: fmt.Sprintf("cd %s && export V=%d", dir, i), Cwd: "/", Env: env}))
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				t.Fatalf("trial %d: no result: %v", i, err)
+			}
+			if r := m.GetResult(); r != nil {
+				syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
+				if r.ExitCode != 0 || r.StateNotSaved {
+					t.Fatalf("trial %d: result %v", i, r)
+				}
+				break
+			}
+		}
+		cancel()
+		if !waitGone(dpid, 5*time.Second) {
+			t.Fatal("daemon did not die")
+		}
+		e.awaitSocket(false, 5*time.Second, "the killed daemon's socket still accepts connections")
+		// The reboot: the shell goes too.
+		syscall.Kill(shell, syscall.SIGKILL) // ours: recorded by our daemon
+		if !waitGone(shell, 5*time.Second) {
+			t.Fatal("shell did not die")
+		}
+		out, rc := e.exec("d", `echo "$PWD $V"`)
+		if want := fmt.Sprintf("%s %d\n", dir, i); rc != 0 || out != want {
+			t.Logf("trial %d: after the reboot %q (rc %d), want %q", i, out, rc, want)
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged cd/export lost to a daemon kill plus a reboot", lost, trials)
+	}
+}
+
+// TestExecStateNotSavedOnAFullDisk: when the session's state after a
+// command cannot be recorded (the disk is full), the client hears it: the
+// result says so, and corral exec says so on stderr and exits 125 even
+// though the command itself exited 0. Once there is room, the state is
+// recorded again.
+func TestExecStateNotSavedOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	state := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", state).Run() }) // runs last: after the daemon stops
+	e := newDaemonEnvAt(t, state)
+	if out, rc := e.exec("a", "cd / && echo ok"); rc != 0 || out != "ok\n" {
+		t.Fatalf("before the disk fills: %q %d", out, rc)
+	}
+	fillPath := filepath.Join(state, "fill")
+	fill, _ := os.Create(fillPath)
+	fill.Write(make([]byte, 4<<20)) // fails part way: the disk is full
+	fill.Close()
+	// 500 KiB of environment cannot be recorded now.
+	big := "export"
+	for i := 0; i < 5; i++ {
+		big += fmt.Sprintf(" BIG%d=$(head -c %d /dev/zero | tr '\\0' x)", i, 100<<10)
+	}
+	out, errs, rc := e.run("exec", "-s", "a", "--", big+" && echo ran")
+	if rc != 125 || out != "ran\n" || !strings.Contains(errs, "not saved") || !strings.Contains(errs, "no space left") {
+		t.Fatalf("a state change on a full disk: exit %d, stdout %q, stderr %q", rc, out, errs)
+	}
+	// The raw result says it too, in its own field.
+	api := e.rawAPI()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := api.Exec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Send(startReq(&pb.ExecStart{Session: "a", Command: "export MORE=1", Cwd: "/", Env: testproc.Env(e.mark)}))
+	var res *pb.Result
+	for res == nil {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("no result: %v", err)
+		}
+		res = m.GetResult()
+	}
+	if !res.StateNotSaved || !strings.Contains(res.StateError, "no space left") || res.ExitCode != 0 {
+		t.Fatalf("raw result on a full disk: %v", res)
+	}
+	// The live shell has the state all along.
+	if out, _, _ := e.run("exec", "-s", "a", "--", `echo ${#BIG4} $MORE`); out != fmt.Sprintf("%d 1\n", 100<<10) {
+		t.Fatalf("the live shell lost its state: %q", out)
+	}
+	os.Remove(fillPath)
+	if out, errs, rc := e.run("exec", "-s", "a", "--", "echo saved"); rc != 0 || out != "saved\n" || errs != "" {
+		t.Fatalf("after room was made: %q %q %d", out, errs, rc)
+	}
+}
