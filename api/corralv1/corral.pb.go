@@ -222,7 +222,7 @@ type ExecRequest_Stdin struct {
 }
 
 type ExecRequest_StdinEof struct {
-	// stdin_eof ends the command's stdin.
+	// stdin_eof ends the command's stdin. Stdin after it is refused.
 	StdinEof bool `protobuf:"varint,3,opt,name=stdin_eof,json=stdinEof,proto3,oneof"`
 }
 

@@ -37,7 +37,10 @@ const (
 type DaemonClient interface {
 	// Exec runs one command: the client sends ExecStart then its stdin;
 	// closing the stream (or the connection) cancels the command. The result
-	// comes last, after the session's state is recorded.
+	// comes last, after the session's state is recorded. A malformed stream
+	// (no ExecStart, a second one, stdin after stdin_eof or when none was
+	// announced, an empty message) fails with InvalidArgument; a command
+	// running then is stopped (as by a cancel) before the call fails.
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	Kill(ctx context.Context, in *KillRequest, opts ...grpc.CallOption) (*KillResponse, error)
@@ -115,7 +118,10 @@ func (c *daemonClient) Stop(ctx context.Context, in *StopRequest, opts ...grpc.C
 type DaemonServer interface {
 	// Exec runs one command: the client sends ExecStart then its stdin;
 	// closing the stream (or the connection) cancels the command. The result
-	// comes last, after the session's state is recorded.
+	// comes last, after the session's state is recorded. A malformed stream
+	// (no ExecStart, a second one, stdin after stdin_eof or when none was
+	// announced, an empty message) fails with InvalidArgument; a command
+	// running then is stopped (as by a cancel) before the call fails.
 	Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	Kill(context.Context, *KillRequest) (*KillResponse, error)

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/internal/testproc"
@@ -154,5 +156,65 @@ func TestExecStateNotSavedOnAFullDisk(t *testing.T) {
 	os.Remove(fillPath)
 	if out, errs, rc := e.run("exec", "-s", "a", "--", "echo saved"); rc != 0 || out != "saved\n" || errs != "" {
 		t.Fatalf("after room was made: %q %q %d", out, errs, rc)
+	}
+}
+
+// TestExecStreamValidation: a stream that breaks the protocol is refused
+// with InvalidArgument and a message that says what was wrong, also while
+// its command runs (the command is stopped first), and the session goes on
+// serving.
+func TestExecStreamValidation(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("v", "true")
+	api := e.rawAPI()
+	env := testproc.Env(e.mark)
+	start := func(stdin bool) *pb.ExecRequest {
+		return startReq(&pb.ExecStart{Session: "v", Command: "cat >/dev/null; sleep 30", Cwd: "/", Env: env, Stdin: stdin})
+	}
+	stdin := &pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: []byte("x\n")}}
+	eof := &pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}}
+	cases := []struct {
+		name string
+		msgs []*pb.ExecRequest
+		want string
+	}{
+		{"empty stream", nil, "ExecStart"},
+		{"second ExecStart", []*pb.ExecRequest{start(false), start(false)}, "second ExecStart"},
+		{"stdin after stdin_eof", []*pb.ExecRequest{start(true), stdin, eof, stdin}, "after stdin_eof"},
+		{"second stdin_eof", []*pb.ExecRequest{start(true), eof, eof}, "after stdin_eof"},
+		{"stdin not announced", []*pb.ExecRequest{start(false), stdin}, "stdin"},
+		{"empty message mid-stream", []*pb.ExecRequest{start(false), {}}, "empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			st, err := api.Exec(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range c.msgs {
+				st.Send(m)
+			}
+			// The client keeps its side open: the daemon must notice the
+			// violation itself, not wait for the stream to end.
+			if len(c.msgs) == 0 {
+				st.CloseSend()
+			}
+			began := time.Now()
+			for err == nil {
+				var m *pb.ExecResponse
+				if m, err = st.Recv(); m.GetResult() != nil {
+					t.Errorf("got a result %v", m.GetResult())
+				}
+			}
+			if s, _ := status.FromError(err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), c.want) {
+				t.Fatalf("got %v, want InvalidArgument saying %q", err, c.want)
+			}
+			t.Logf("%v after %v", err, time.Since(began).Round(time.Millisecond))
+		})
+	}
+	if out, rc := e.exec("v", "echo still"); rc != 0 || out != "still\n" {
+		t.Fatalf("after the malformed streams: %q %d", out, rc)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -424,6 +425,9 @@ func shellOf(env []string) string {
 // the session on first use. The client's stream ending cancels it.
 func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return status.Error(codes.InvalidArgument, "the stream ended before its ExecStart")
+	}
 	if err != nil {
 		return err
 	}
@@ -435,7 +439,7 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	if start.Oneshot {
-		return serveExec(stream, start, d.runOnce(start), nil)
+		return d.serveExec(stream, start, d.runOnce(start), nil)
 	}
 	name := start.Session
 	s, err := d.sessionFor(name, start)
@@ -448,7 +452,7 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	// The record follows the session's state as of this command, written
 	// (and synced) before the client hears the result: what a client was
 	// told must survive a crash, or the result says it was not saved.
-	return serveExec(stream, start, func(ctx context.Context, opts session.Options) (*corral.Result, error) {
+	return d.serveExec(stream, start, func(ctx context.Context, opts session.Options) (*corral.Result, error) {
 		return s.Exec(ctx, start.Command, opts)
 	}, func() error { return d.recordState(name, s) })
 }
