@@ -40,7 +40,9 @@ type DaemonClient interface {
 	// comes last, after the session's state is recorded. A malformed stream
 	// (no ExecStart, a second one, stdin after stdin_eof or when none was
 	// announced, an empty message) fails with InvalidArgument; a command
-	// running then is stopped (as by a cancel) before the call fails.
+	// running then is stopped (as by a cancel) before the call fails. A
+	// client that reads none of the output for the daemon's bound (30 s by
+	// default) has its command stopped, and the call fails with Aborted.
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	Kill(ctx context.Context, in *KillRequest, opts ...grpc.CallOption) (*KillResponse, error)
@@ -121,7 +123,9 @@ type DaemonServer interface {
 	// comes last, after the session's state is recorded. A malformed stream
 	// (no ExecStart, a second one, stdin after stdin_eof or when none was
 	// announced, an empty message) fails with InvalidArgument; a command
-	// running then is stopped (as by a cancel) before the call fails.
+	// running then is stopped (as by a cancel) before the call fails. A
+	// client that reads none of the output for the daemon's bound (30 s by
+	// default) has its command stopped, and the call fails with Aborted.
 	Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	Kill(context.Context, *KillRequest) (*KillResponse, error)

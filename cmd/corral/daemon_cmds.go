@@ -297,7 +297,11 @@ variables, functions and background jobs are gone).
 The session's state after the command is recorded before the result is
 reported. If it cannot be recorded (a full disk), corral exec says so and
 exits 125 even if the command succeeded: the live shell has the state, but a
-daemon crash or a reboot may lose it.`,
+daemon crash or a reboot may lose it.
+
+A client that reads none of its command's output for 30s (its output pipe
+full) has the command stopped by the daemon, so that it does not hold the
+session from other clients.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return execMain(&f, args, stdin, stdout, stderr)

@@ -61,6 +61,11 @@ type Config struct {
 	// sessions found down or broken, shells started, kills, stop. Nil
 	// discards.
 	Log *slog.Logger
+	// SendStall bounds how long one message of a command's output may
+	// wait for its client to read (0 means DefaultSendStall): past it the
+	// daemon stops the command (grace, then kill), freeing its session's
+	// turn, and logs it.
+	SendStall time.Duration
 }
 
 // Daemon serves the Daemon API.

@@ -16,8 +16,20 @@ import (
 	"github.com/corral-dev/corral/session"
 )
 
+// DefaultSendStall is how long the daemon waits for a client to take one
+// message of its command's output (the stream's flow-control window full)
+// before it stops the command. A live client never comes near it: a
+// reader descheduled, paging or swapping takes milliseconds to seconds,
+// and a client's window and buffers hold megabytes. Yet it is well under
+// the patience of the clients queued behind on the same session: an agent
+// tool call is commonly cut at 60 s, a person waits less.
+const DefaultSendStall = 30 * time.Second
+
 // Why a command of an Exec stream was stopped, as the context's cause.
-var errBadStream = errors.New("the client broke the Exec protocol")
+var (
+	errClientNotReading = errors.New("the client read none of the command's output")
+	errBadStream        = errors.New("the client broke the Exec protocol")
+)
 
 // stdinQueue bounds the stdin messages received but not yet taken by the
 // command: past it the daemon stops reading the stream (the client's
@@ -32,11 +44,19 @@ type runFunc func(context.Context, session.Options) (*corral.Result, error)
 // did wrong.
 type execStream struct {
 	stream pb.Daemon_ExecServer
+	stall  time.Duration
 	cancel context.CancelCauseFunc // the command's context
 	done   chan struct{}           // closed when the command has returned
 	stdin  chan []byte             // to the stdin writer; nil without stdin; closed by the receiver
 
-	sendMu sync.Mutex // one Send at a time
+	// sendMu orders sends (one message in flight) and guards the fields
+	// that follow. out feeds the sender goroutine, which reports on sent
+	// (capacity 1: a send given up on cannot block it).
+	sendMu  sync.Mutex
+	out     chan *pb.ExecResponse
+	sent    chan error
+	timer   *time.Timer
+	stalled bool
 
 	mu  sync.Mutex
 	bad string // the first protocol violation
@@ -46,13 +66,29 @@ type execStream struct {
 // read and checked: it receives the client's stdin, sends the command's output as it comes, has record save what
 // the command changed (nil: nothing to save), and sends the result last.
 //
-// The stream's goroutines (the receiver, the stdin writer) end when it
-// ends: gRPC ends a stream's pending Recv and Send when its
+// The stream's goroutines (the receiver, the stdin writer, the sender)
+// end when it ends: gRPC ends a stream's pending Recv and Send when its
 // handler returns.
 func (d *Daemon) serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run runFunc, record func() error) error {
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(nil)
-	x := &execStream{stream: stream, cancel: cancel, done: make(chan struct{})}
+	stall := d.cfg.SendStall
+	if stall <= 0 {
+		stall = DefaultSendStall
+	}
+	x := &execStream{stream: stream, stall: stall, cancel: cancel, done: make(chan struct{}),
+		out: make(chan *pb.ExecResponse), sent: make(chan error, 1), timer: time.NewTimer(time.Hour)}
+	x.timer.Stop()
+	go func() {
+		for r := range x.out {
+			x.sent <- stream.Send(r)
+		}
+	}()
+	defer func() {
+		x.sendMu.Lock()
+		close(x.out)
+		x.sendMu.Unlock()
+	}()
 	opts := session.Options{
 		Stdout:    chunkWriter(func(b []byte) error { return x.send(&pb.ExecResponse{Msg: &pb.ExecResponse_Stdout{Stdout: b}}) }),
 		Stderr:    chunkWriter(func(b []byte) error { return x.send(&pb.ExecResponse{Msg: &pb.ExecResponse_Stderr{Stderr: b}}) }),
@@ -105,13 +141,47 @@ func (d *Daemon) serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run
 		}
 		return status.Errorf(codes.InvalidArgument, "%s; %s", bad, fate)
 	}
-	return x.send(&pb.ExecResponse{Msg: &pb.ExecResponse_Result{Result: pres}})
+	if x.isStalled() {
+		d.cfg.Log.Warn("client read none of its command's output; command stopped", "session", what,
+			"bound", stall, "outcome", res.Outcome)
+		return status.Errorf(codes.Aborted, "%v for %v: the daemon stopped the command", errClientNotReading, stall)
+	}
+	if err := x.send(&pb.ExecResponse{Msg: &pb.ExecResponse_Result{Result: pres}}); err != nil {
+		if errors.Is(err, errClientNotReading) {
+			d.cfg.Log.Warn("client read none of its command's output; result not sent", "session", what, "bound", stall)
+			return status.Errorf(codes.Aborted, "%v for %v: the result could not be sent", errClientNotReading, stall)
+		}
+		return err
+	}
+	return nil
 }
 
+// send sends one message, waiting at most the stall bound for the client
+// to take it. Past the bound the command is stopped and every later send
+// fails at once (the command's output from then on is dropped).
 func (x *execStream) send(r *pb.ExecResponse) error {
 	x.sendMu.Lock()
 	defer x.sendMu.Unlock()
-	return x.stream.Send(r)
+	if x.stalled {
+		return errClientNotReading
+	}
+	x.out <- r // the sender is idle: the last send's outcome is in
+	x.timer.Reset(x.stall)
+	defer x.timer.Stop()
+	select {
+	case err := <-x.sent:
+		return err
+	case <-x.timer.C:
+		x.stalled = true
+		x.cancel(errClientNotReading)
+		return errClientNotReading
+	}
+}
+
+func (x *execStream) isStalled() bool {
+	x.sendMu.Lock()
+	defer x.sendMu.Unlock()
+	return x.stalled
 }
 
 // receive reads the client's messages until the stream ends or breaks the
