@@ -140,6 +140,8 @@ type ExecRequest struct {
 	//	*ExecRequest_Start
 	//	*ExecRequest_Stdin
 	//	*ExecRequest_StdinEof
+	//	*ExecRequest_Cancel
+	//	*ExecRequest_Kill
 	Msg           isExecRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -209,6 +211,24 @@ func (x *ExecRequest) GetStdinEof() bool {
 	return false
 }
 
+func (x *ExecRequest) GetCancel() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return false
+}
+
+func (x *ExecRequest) GetKill() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecRequest_Kill); ok {
+			return x.Kill
+		}
+	}
+	return false
+}
+
 type isExecRequest_Msg interface {
 	isExecRequest_Msg()
 }
@@ -226,11 +246,28 @@ type ExecRequest_StdinEof struct {
 	StdinEof bool `protobuf:"varint,3,opt,name=stdin_eof,json=stdinEof,proto3,oneof"`
 }
 
+type ExecRequest_Cancel struct {
+	// cancel stops the command as a timeout does (SIGTERM to its tree,
+	// the session's grace, then SIGKILL); the client keeps reading: the
+	// output and the result follow once the tree is gone.
+	Cancel bool `protobuf:"varint,20,opt,name=cancel,proto3,oneof"`
+}
+
+type ExecRequest_Kill struct {
+	// kill stops the command at once (SIGKILL), also during a cancel's
+	// grace; the result follows once the tree is gone.
+	Kill bool `protobuf:"varint,21,opt,name=kill,proto3,oneof"`
+}
+
 func (*ExecRequest_Start) isExecRequest_Msg() {}
 
 func (*ExecRequest_Stdin) isExecRequest_Msg() {}
 
 func (*ExecRequest_StdinEof) isExecRequest_Msg() {}
+
+func (*ExecRequest_Cancel) isExecRequest_Msg() {}
+
+func (*ExecRequest_Kill) isExecRequest_Msg() {}
 
 // Result is a command's classified result (as corral.Result).
 type Result struct {
@@ -964,11 +1001,13 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\aoneshot\x18\x05 \x01(\bR\aoneshot\x12\x10\n" +
 	"\x03cwd\x18\x06 \x01(\tR\x03cwd\x12\x10\n" +
 	"\x03env\x18\a \x03(\tR\x03env\x12\x14\n" +
-	"\x05stdin\x18\b \x01(\bR\x05stdin\"y\n" +
+	"\x05stdin\x18\b \x01(\bR\x05stdin\"\xa9\x01\n" +
 	"\vExecRequest\x12,\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.corral.v1.ExecStartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12\x1d\n" +
-	"\tstdin_eof\x18\x03 \x01(\bH\x00R\bstdinEofB\x05\n" +
+	"\tstdin_eof\x18\x03 \x01(\bH\x00R\bstdinEof\x12\x18\n" +
+	"\x06cancel\x18\x14 \x01(\bH\x00R\x06cancel\x12\x14\n" +
+	"\x04kill\x18\x15 \x01(\bH\x00R\x04killB\x05\n" +
 	"\x03msg\"\xb6\x03\n" +
 	"\x06Result\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1b\n" +
@@ -1086,6 +1125,8 @@ func file_corralv1_corral_proto_init() {
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_StdinEof)(nil),
+		(*ExecRequest_Cancel)(nil),
+		(*ExecRequest_Kill)(nil),
 	}
 	file_corralv1_corral_proto_msgTypes[3].OneofWrappers = []any{
 		(*ExecResponse_Stdout)(nil),

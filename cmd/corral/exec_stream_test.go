@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -216,5 +217,77 @@ func TestExecStreamValidation(t *testing.T) {
 	}
 	if out, rc := e.exec("v", "echo still"); rc != 0 || out != "still\n" {
 		t.Fatalf("after the malformed streams: %q %d", out, rc)
+	}
+}
+
+// startExecClient starts corral exec of code in session s with the client
+// in a process group of its own (so that a test's signal reaches it alone)
+// and waits for the command to write its pid to pidFile.
+func startExecClient(t *testing.T, e *daemonEnv, code, pidFile string) (*exec.Cmd, int, *bytes.Buffer) {
+	t.Helper()
+	c := cli(t, e.mark, e.state, "exec", "-s", "s", "--", code)
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return c, testproc.PidFile(t, pidFile, 20*time.Second), &errb
+}
+
+// TestExecInterruptWaitsForTheTree: Ctrl-C on corral exec stops the command
+// as corral run does: the client exits only once the command's whole tree
+// is gone (a TERM-ignoring command lives out the grace), with 130; a second
+// Ctrl-C kills at once.
+func TestExecInterruptWaitsForTheTree(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("s", "true")
+	code := func(pidFile string) string {
+		return `sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; sleep 30; :'`
+	}
+	t.Run("one", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		c, pid, errb := startExecClient(t, e, code(pidFile), pidFile)
+		began := time.Now()
+		c.Process.Signal(syscall.SIGINT)
+		err := c.Wait()
+		took := time.Since(began)
+		alive := testproc.Alive(pid)
+		t.Logf("client exited after %v with %d: %q", took.Round(time.Millisecond), exitCode(err), errb.String())
+		if alive {
+			syscall.Kill(pid, syscall.SIGKILL) // ours: the command we started
+			t.Fatalf("the client exited %v after SIGINT while the command (pid %d) still ran", took, pid)
+		}
+		if rc := exitCode(err); rc != 130 || !strings.Contains(errb.String(), "interrupt") {
+			t.Fatalf("exit %d, stderr %q; want 130 and the signal named", rc, errb.String())
+		}
+		if took < 3*time.Second {
+			t.Fatalf("the TERM-ignoring command ended after %v, before the grace", took)
+		}
+	})
+	t.Run("twice", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		c, pid, errb := startExecClient(t, e, code(pidFile), pidFile)
+		began := time.Now()
+		c.Process.Signal(syscall.SIGINT)
+		time.Sleep(300 * time.Millisecond)
+		c.Process.Signal(syscall.SIGINT)
+		err := c.Wait()
+		took := time.Since(began)
+		alive := testproc.Alive(pid)
+		t.Logf("client exited after %v with %d: %q", took.Round(time.Millisecond), exitCode(err), errb.String())
+		if alive {
+			syscall.Kill(pid, syscall.SIGKILL) // ours: the command we started
+			t.Fatalf("the client exited while the command (pid %d) still ran", pid)
+		}
+		if took > 3*time.Second {
+			t.Fatalf("a second SIGINT took %v to end the command", took)
+		}
+		if rc := exitCode(err); rc != 130 {
+			t.Fatalf("exit %d, want 130", rc)
+		}
+	})
+	if out, rc := e.exec("s", "echo next"); rc != 0 || out != "next\n" {
+		t.Fatalf("the session after the interrupts: %q %d", out, rc)
 	}
 }

@@ -27,13 +27,16 @@ const DefaultSendStall = 30 * time.Second
 
 // Why a command of an Exec stream was stopped, as the context's cause.
 var (
+	errClientCancelled  = errors.New("cancelled by the client")
+	errClientKilled     = errors.New("killed at the client's request")
 	errClientNotReading = errors.New("the client read none of the command's output")
 	errBadStream        = errors.New("the client broke the Exec protocol")
 )
 
 // stdinQueue bounds the stdin messages received but not yet taken by the
 // command: past it the daemon stops reading the stream (the client's
-// sends block) until the command reads or ends.
+// sends block), so a cancel or kill sent behind undelivered stdin waits
+// until the command reads or ends.
 const stdinQueue = 16
 
 // runFunc runs the command of an Exec stream.
@@ -41,13 +44,15 @@ type runFunc func(context.Context, session.Options) (*corral.Result, error)
 
 // execStream is one Exec stream after its ExecStart: the receiver of the
 // client's messages, the sender of output and result, and what the client
-// did wrong.
+// asked for or did wrong.
 type execStream struct {
-	stream pb.Daemon_ExecServer
-	stall  time.Duration
-	cancel context.CancelCauseFunc // the command's context
-	done   chan struct{}           // closed when the command has returned
-	stdin  chan []byte             // to the stdin writer; nil without stdin; closed by the receiver
+	stream   pb.Daemon_ExecServer
+	stall    time.Duration
+	cancel   context.CancelCauseFunc // the command's context
+	escalate chan struct{}           // closed by a kill message
+	escOnce  sync.Once
+	done     chan struct{} // closed when the command has returned
+	stdin    chan []byte   // to the stdin writer; nil without stdin; closed by the receiver
 
 	// sendMu orders sends (one message in flight) and guards the fields
 	// that follow. out feeds the sender goroutine, which reports on sent
@@ -63,7 +68,8 @@ type execStream struct {
 }
 
 // serveExec runs the rest of one Exec stream whose ExecStart, start, was
-// read and checked: it receives the client's stdin, sends the command's output as it comes, has record save what
+// read and checked: it receives the client's stdin, cancel and kill
+// messages, sends the command's output as it comes, has record save what
 // the command changed (nil: nothing to save), and sends the result last.
 //
 // The stream's goroutines (the receiver, the stdin writer, the sender)
@@ -76,7 +82,7 @@ func (d *Daemon) serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run
 	if stall <= 0 {
 		stall = DefaultSendStall
 	}
-	x := &execStream{stream: stream, stall: stall, cancel: cancel, done: make(chan struct{}),
+	x := &execStream{stream: stream, stall: stall, cancel: cancel, escalate: make(chan struct{}), done: make(chan struct{}),
 		out: make(chan *pb.ExecResponse), sent: make(chan error, 1), timer: time.NewTimer(time.Hour)}
 	x.timer.Stop()
 	go func() {
@@ -94,6 +100,7 @@ func (d *Daemon) serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run
 		Stderr:    chunkWriter(func(b []byte) error { return x.send(&pb.ExecResponse{Msg: &pb.ExecResponse_Stderr{Stderr: b}}) }),
 		Timeout:   time.Duration(start.TimeoutMs) * time.Millisecond,
 		MaxOutput: start.MaxOutput,
+		Escalate:  x.escalate,
 	}
 	var stdin *io.PipeReader
 	if start.Stdin {
@@ -224,8 +231,13 @@ func (x *execStream) receive() {
 		case *pb.ExecRequest_Start:
 			x.violate("a second ExecStart on one stream (one command per stream)")
 			return
+		case *pb.ExecRequest_Cancel:
+			x.cancel(errClientCancelled)
+		case *pb.ExecRequest_Kill:
+			x.cancel(errClientKilled)
+			x.escOnce.Do(func() { close(x.escalate) })
 		default:
-			x.violate("an empty message (neither stdin nor stdin_eof)")
+			x.violate("an empty message (neither stdin, stdin_eof, cancel nor kill)")
 			return
 		}
 	}
