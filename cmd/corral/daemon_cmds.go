@@ -390,7 +390,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 			msg, client.ErrStateNotSaved, sns.Reason)}
 	}
 	if sig := got(); sig != 0 {
-		return &exitError{code: 128 + int(sig), msg: fmt.Sprintf("stopped on %v", sig)}
+		// The call ended without a result: the daemon went away while
+		// it stopped the command, which may still run.
+		return &exitError{code: 128 + int(sig), msg: fmt.Sprintf("stopped on %v; %v", sig, rpcErr(err))}
 	}
 	return rpcErr(err)
 }

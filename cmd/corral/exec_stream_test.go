@@ -220,12 +220,16 @@ func TestExecStreamValidation(t *testing.T) {
 	}
 }
 
-// startExecClient starts corral exec of code in session s with the client
-// in a process group of its own (so that a test's signal reaches it alone)
-// and waits for the command to write its pid to pidFile.
-func startExecClient(t *testing.T, e *daemonEnv, code, pidFile string) (*exec.Cmd, int, *bytes.Buffer) {
+// startExecClient starts corral exec of code in session s (or a oneshot)
+// with the client in a process group of its own (so that a test's signal
+// reaches it alone) and waits for the command to write its pid to pidFile.
+func startExecClient(t *testing.T, e *daemonEnv, oneshot bool, code, pidFile string) (*exec.Cmd, int, *bytes.Buffer) {
 	t.Helper()
-	c := cli(t, e.mark, e.state, "exec", "-s", "s", "--", code)
+	where := []string{"-s", "s"}
+	if oneshot {
+		where = []string{"--oneshot"}
+	}
+	c := cli(t, e.mark, e.state, append(append([]string{"exec"}, where...), "--", code)...)
 	var errb bytes.Buffer
 	c.Stderr = &errb
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -238,7 +242,7 @@ func startExecClient(t *testing.T, e *daemonEnv, code, pidFile string) (*exec.Cm
 // TestExecInterruptWaitsForTheTree: Ctrl-C on corral exec stops the command
 // as corral run does: the client exits only once the command's whole tree
 // is gone (a TERM-ignoring command lives out the grace), with 130; a second
-// Ctrl-C kills at once.
+// Ctrl-C kills at once. The same holds for a oneshot.
 func TestExecInterruptWaitsForTheTree(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("s", "true")
@@ -247,7 +251,7 @@ func TestExecInterruptWaitsForTheTree(t *testing.T) {
 	}
 	t.Run("one", func(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "pid")
-		c, pid, errb := startExecClient(t, e, code(pidFile), pidFile)
+		c, pid, errb := startExecClient(t, e, false, code(pidFile), pidFile)
 		began := time.Now()
 		c.Process.Signal(syscall.SIGINT)
 		err := c.Wait()
@@ -265,9 +269,9 @@ func TestExecInterruptWaitsForTheTree(t *testing.T) {
 			t.Fatalf("the TERM-ignoring command ended after %v, before the grace", took)
 		}
 	})
-	t.Run("twice", func(t *testing.T) {
+	twice := func(t *testing.T, oneshot bool) {
 		pidFile := filepath.Join(t.TempDir(), "pid")
-		c, pid, errb := startExecClient(t, e, code(pidFile), pidFile)
+		c, pid, errb := startExecClient(t, e, oneshot, code(pidFile), pidFile)
 		began := time.Now()
 		c.Process.Signal(syscall.SIGINT)
 		time.Sleep(300 * time.Millisecond)
@@ -286,7 +290,9 @@ func TestExecInterruptWaitsForTheTree(t *testing.T) {
 		if rc := exitCode(err); rc != 130 {
 			t.Fatalf("exit %d, want 130", rc)
 		}
-	})
+	}
+	t.Run("twice", func(t *testing.T) { twice(t, false) })
+	t.Run("twice oneshot", func(t *testing.T) { twice(t, true) })
 	if out, rc := e.exec("s", "echo next"); rc != 0 || out != "next\n" {
 		t.Fatalf("the session after the interrupts: %q %d", out, rc)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -87,6 +88,7 @@ func TestExecClientThatNeverReads(t *testing.T) {
 	if _, err := c.Exec(ctx, "s", "true", client.ExecOptions{Env: env, Dir: "/"}); err != nil {
 		t.Fatal(err)
 	}
+	baseline := runtime.NumGoroutine()
 
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	flood, err := pb.NewDaemonClient(conn).Exec(ctx)
@@ -130,5 +132,15 @@ func TestExecClientThatNeverReads(t *testing.T) {
 		if m.GetResult() != nil {
 			t.Fatalf("the reader-less call got a result: %v", m.GetResult())
 		}
+	}
+	// Every goroutine of the two streams ends with them (the sender held
+	// in its blocked Send included).
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > baseline {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines after the streams ended, %d before:\n%s", n, baseline, buf[:runtime.Stack(buf, true)])
 	}
 }
