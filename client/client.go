@@ -7,9 +7,12 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -63,10 +66,34 @@ type ExecOptions struct {
 	// (and a oneshot command's); "" and nil mean this process's.
 	Dir string
 	Env []string
+	// Interrupt, when closed, has the daemon stop the command as a timeout
+	// does (SIGTERM to its tree, the session's grace, then SIGKILL); Exec
+	// goes on streaming and returns the result once the tree is gone.
+	// Kill, when closed, has the daemon kill the tree at once (also during
+	// an Interrupt's grace). Cancelling ctx instead abandons the call: the
+	// daemon stops the command, and Exec returns without waiting for it.
+	Interrupt, Kill <-chan struct{}
 }
 
+// ErrStateNotSaved means a command ran but its session's state after it
+// (cwd, exported environment) could not be recorded durably: the live
+// shell has it, a reboot or a crash of the daemon may lose it. Exec
+// returns it, wrapped with the daemon's reason, with the result.
+var ErrStateNotSaved = errors.New("the session's state (cwd, environment) was not saved")
+
+// StateNotSavedError is ErrStateNotSaved with the daemon's reason.
+type StateNotSavedError struct{ Reason string }
+
+func (e *StateNotSavedError) Error() string { return ErrStateNotSaved.Error() + ": " + e.Reason }
+func (e *StateNotSavedError) Unwrap() error { return ErrStateNotSaved }
+
 // Exec runs code in session name (created on first use) and returns its
-// result. Cancelling ctx cancels the command (and resets the session).
+// result. Cancelling ctx cancels the command (and resets the session)
+// without waiting for it; o.Interrupt and o.Kill stop it and wait.
+//
+// The error is nil only if the command exited 0 and its state was
+// recorded; otherwise, with a result, it is a *corral.RunError, or
+// a *StateNotSavedError, or both (errors.Join).
 func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*corral.Result, error) {
 	if o.Env == nil {
 		o.Env = os.Environ()
@@ -85,17 +112,52 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*c
 	if err := st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: start}}); err != nil {
 		return nil, err
 	}
+	// gRPC allows one Send at a time; stdin, cancel and kill share the
+	// stream. After an interrupt no more stdin is sent (a send of stdin
+	// the daemon is not taking, blocked on flow control, holds the stream
+	// until the daemon reads on).
+	var sendMu sync.Mutex
+	var stopped atomic.Bool
+	send := func(m *pb.ExecRequest) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return st.Send(m)
+	}
 	if o.Stdin != nil {
 		go func() {
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := o.Stdin.Read(buf)
-				if n > 0 && st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
+				if stopped.Load() {
+					return
+				}
+				if n > 0 && send(&pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
 					return
 				}
 				if err != nil {
-					st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}})
+					send(&pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}})
 					return
+				}
+			}
+		}()
+	}
+	if o.Interrupt != nil || o.Kill != nil {
+		done := make(chan struct{})
+		defer close(done)
+		go func() {
+			interrupt, kill := o.Interrupt, o.Kill
+			for interrupt != nil || kill != nil {
+				select {
+				case <-done:
+					return
+				case <-interrupt:
+					interrupt = nil
+					stopped.Store(true)
+					send(&pb.ExecRequest{Msg: &pb.ExecRequest_Cancel{Cancel: true}})
+				case <-kill:
+					kill = nil
+					stopped.Store(true)
+					send(&pb.ExecRequest{Msg: &pb.ExecRequest_Kill{Kill: true}})
 				}
 			}
 		}()
@@ -116,10 +178,17 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*c
 			}
 		case *pb.ExecResponse_Result:
 			res := ResultFromProto(x.Result)
-			if res.Outcome == corral.OutcomeExited && res.ExitCode == 0 {
-				return res, nil
+			var errs []error
+			if res.Outcome != corral.OutcomeExited || res.ExitCode != 0 {
+				errs = append(errs, &corral.RunError{Result: res})
 			}
-			return res, &corral.RunError{Result: res}
+			if x.Result.StateNotSaved {
+				errs = append(errs, &StateNotSavedError{Reason: x.Result.StateError})
+			}
+			if len(errs) == 1 {
+				return res, errs[0]
+			}
+			return res, errors.Join(errs...)
 		}
 	}
 }

@@ -20,5 +20,6 @@ func RunOnce(ctx context.Context, cfg Config, code string, opts Options) (*corra
 	c.OnStart = cfg.OnStart
 	c.Stdin, c.Stdout, c.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
 	c.Timeout, c.MaxOutput = opts.Timeout, opts.MaxOutput
+	c.Escalate = opts.Escalate
 	return c.Run(ctx)
 }

@@ -66,6 +66,10 @@ type Options struct {
 	Timeout time.Duration
 	// MaxOutput limits stdout+stderr in bytes (0: none).
 	MaxOutput int64
+	// Escalate, if set, skips the rest of the grace period of a command
+	// that ctx (or Timeout) stopped when closed: its tree is killed at
+	// once, as corral.Cmd.Escalate.
+	Escalate <-chan struct{}
 
 	snapshot bool // internal: report the environment, count no command
 }

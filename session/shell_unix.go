@@ -424,7 +424,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		if stopped == corral.OutcomeOutputLimit {
 			grace = -1
 		}
-		lifecycle = sh.stop(grace)
+		lifecycle = sh.stopEscalating(grace, opts.Escalate)
 		res.Outcome = stopped
 		if st := sh.tree.Status(); st.Signal != 0 {
 			res.Signal = st.Signal
@@ -497,11 +497,14 @@ func startFailedResult(res *corral.Result, err error) (*corral.Result, error) {
 // stop ends the shell and its whole tree (grace, then kill), waits up to
 // the drain bound for the output pipes to close, and releases everything.
 // Only the first call does anything.
-func (sh *shell) stop(grace time.Duration) error {
+func (sh *shell) stop(grace time.Duration) error { return sh.stopEscalating(grace, nil) }
+
+// stopEscalating is stop whose grace ends early when escalate is closed.
+func (sh *shell) stopEscalating(grace time.Duration, escalate <-chan struct{}) error {
 	sh.stopOnce.Do(func() {
 		sh.dead.Store(true)
 		var errs []error
-		if err := contain.Stop(sh.tree, grace, contain.KillBound, nil); err != nil {
+		if err := contain.Stop(sh.tree, grace, contain.KillBound, escalate); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", errKillFailed, err))
 		}
 		sh.ctl.Close()

@@ -140,6 +140,8 @@ type ExecRequest struct {
 	//	*ExecRequest_Start
 	//	*ExecRequest_Stdin
 	//	*ExecRequest_StdinEof
+	//	*ExecRequest_Cancel
+	//	*ExecRequest_Kill
 	Msg           isExecRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -209,6 +211,24 @@ func (x *ExecRequest) GetStdinEof() bool {
 	return false
 }
 
+func (x *ExecRequest) GetCancel() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecRequest_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return false
+}
+
+func (x *ExecRequest) GetKill() bool {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecRequest_Kill); ok {
+			return x.Kill
+		}
+	}
+	return false
+}
+
 type isExecRequest_Msg interface {
 	isExecRequest_Msg()
 }
@@ -222,8 +242,21 @@ type ExecRequest_Stdin struct {
 }
 
 type ExecRequest_StdinEof struct {
-	// stdin_eof ends the command's stdin.
+	// stdin_eof ends the command's stdin. Stdin after it is refused.
 	StdinEof bool `protobuf:"varint,3,opt,name=stdin_eof,json=stdinEof,proto3,oneof"`
+}
+
+type ExecRequest_Cancel struct {
+	// cancel stops the command as a timeout does (SIGTERM to its tree,
+	// the session's grace, then SIGKILL); the client keeps reading: the
+	// output and the result follow once the tree is gone.
+	Cancel bool `protobuf:"varint,20,opt,name=cancel,proto3,oneof"`
+}
+
+type ExecRequest_Kill struct {
+	// kill stops the command at once (SIGKILL), also during a cancel's
+	// grace; the result follows once the tree is gone.
+	Kill bool `protobuf:"varint,21,opt,name=kill,proto3,oneof"`
 }
 
 func (*ExecRequest_Start) isExecRequest_Msg() {}
@@ -231,6 +264,10 @@ func (*ExecRequest_Start) isExecRequest_Msg() {}
 func (*ExecRequest_Stdin) isExecRequest_Msg() {}
 
 func (*ExecRequest_StdinEof) isExecRequest_Msg() {}
+
+func (*ExecRequest_Cancel) isExecRequest_Msg() {}
+
+func (*ExecRequest_Kill) isExecRequest_Msg() {}
 
 // Result is a command's classified result (as corral.Result).
 type Result struct {
@@ -247,6 +284,11 @@ type Result struct {
 	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
 	KillFailed    bool   `protobuf:"varint,10,opt,name=kill_failed,json=killFailed,proto3" json:"kill_failed,omitempty"`
 	DrainCutOff   bool   `protobuf:"varint,11,opt,name=drain_cut_off,json=drainCutOff,proto3" json:"drain_cut_off,omitempty"`
+	// state_not_saved says the command ran but the session's state after
+	// it (cwd, exported environment) could not be recorded: the live shell
+	// has it, a reboot or a daemon crash may lose it. state_error says why.
+	StateNotSaved bool   `protobuf:"varint,20,opt,name=state_not_saved,json=stateNotSaved,proto3" json:"state_not_saved,omitempty"`
+	StateError    string `protobuf:"bytes,21,opt,name=state_error,json=stateError,proto3" json:"state_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -356,6 +398,20 @@ func (x *Result) GetDrainCutOff() bool {
 		return x.DrainCutOff
 	}
 	return false
+}
+
+func (x *Result) GetStateNotSaved() bool {
+	if x != nil {
+		return x.StateNotSaved
+	}
+	return false
+}
+
+func (x *Result) GetStateError() string {
+	if x != nil {
+		return x.StateError
+	}
+	return ""
 }
 
 // ExecResponse is one message to the client: output as it is produced,
@@ -945,12 +1001,14 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\aoneshot\x18\x05 \x01(\bR\aoneshot\x12\x10\n" +
 	"\x03cwd\x18\x06 \x01(\tR\x03cwd\x12\x10\n" +
 	"\x03env\x18\a \x03(\tR\x03env\x12\x14\n" +
-	"\x05stdin\x18\b \x01(\bR\x05stdin\"y\n" +
+	"\x05stdin\x18\b \x01(\bR\x05stdin\"\xa9\x01\n" +
 	"\vExecRequest\x12,\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.corral.v1.ExecStartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12\x1d\n" +
-	"\tstdin_eof\x18\x03 \x01(\bH\x00R\bstdinEofB\x05\n" +
-	"\x03msg\"\xed\x02\n" +
+	"\tstdin_eof\x18\x03 \x01(\bH\x00R\bstdinEof\x12\x18\n" +
+	"\x06cancel\x18\x14 \x01(\bH\x00R\x06cancel\x12\x14\n" +
+	"\x04kill\x18\x15 \x01(\bH\x00R\x04killB\x05\n" +
+	"\x03msg\"\xb6\x03\n" +
 	"\x06Result\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x16\n" +
@@ -965,7 +1023,10 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\vkill_failed\x18\n" +
 	" \x01(\bR\n" +
 	"killFailed\x12\"\n" +
-	"\rdrain_cut_off\x18\v \x01(\bR\vdrainCutOff\"v\n" +
+	"\rdrain_cut_off\x18\v \x01(\bR\vdrainCutOff\x12&\n" +
+	"\x0fstate_not_saved\x18\x14 \x01(\bR\rstateNotSaved\x12\x1f\n" +
+	"\vstate_error\x18\x15 \x01(\tR\n" +
+	"stateError\"v\n" +
 	"\fExecResponse\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12+\n" +
@@ -1064,6 +1125,8 @@ func file_corralv1_corral_proto_init() {
 		(*ExecRequest_Start)(nil),
 		(*ExecRequest_Stdin)(nil),
 		(*ExecRequest_StdinEof)(nil),
+		(*ExecRequest_Cancel)(nil),
+		(*ExecRequest_Kill)(nil),
 	}
 	file_corralv1_corral_proto_msgTypes[3].OneofWrappers = []any{
 		(*ExecResponse_Stdout)(nil),

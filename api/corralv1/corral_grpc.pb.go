@@ -35,8 +35,15 @@ const (
 //
 // Daemon is what clients talk to.
 type DaemonClient interface {
-	// Exec runs one command: the client sends ExecStart then its stdin;
-	// closing the stream (or the connection) cancels the command.
+	// Exec runs one command: the client sends ExecStart, then its stdin (if
+	// ExecStart.stdin), cancel or kill; closing the stream (or the
+	// connection) cancels the command without waiting for it. The result
+	// comes last, after the session's state is recorded. A malformed stream
+	// (no ExecStart, a second one, stdin after stdin_eof or when none was
+	// announced, an empty message) fails with InvalidArgument; a command
+	// running then is stopped (as by cancel) before the call fails. A
+	// client that reads none of the output for the daemon's bound (30 s by
+	// default) has its command stopped, and the call fails with Aborted.
 	Exec(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ExecRequest, ExecResponse], error)
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
 	Kill(ctx context.Context, in *KillRequest, opts ...grpc.CallOption) (*KillResponse, error)
@@ -112,8 +119,15 @@ func (c *daemonClient) Stop(ctx context.Context, in *StopRequest, opts ...grpc.C
 //
 // Daemon is what clients talk to.
 type DaemonServer interface {
-	// Exec runs one command: the client sends ExecStart then its stdin;
-	// closing the stream (or the connection) cancels the command.
+	// Exec runs one command: the client sends ExecStart, then its stdin (if
+	// ExecStart.stdin), cancel or kill; closing the stream (or the
+	// connection) cancels the command without waiting for it. The result
+	// comes last, after the session's state is recorded. A malformed stream
+	// (no ExecStart, a second one, stdin after stdin_eof or when none was
+	// announced, an empty message) fails with InvalidArgument; a command
+	// running then is stopped (as by cancel) before the call fails. A
+	// client that reads none of the output for the daemon's bound (30 s by
+	// default) has its command stopped, and the call fails with Aborted.
 	Exec(grpc.BidiStreamingServer[ExecRequest, ExecResponse]) error
 	List(context.Context, *ListRequest) (*ListResponse, error)
 	Kill(context.Context, *KillRequest) (*KillResponse, error)

@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -292,7 +291,20 @@ func execCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
 starts with this client's environment and working directory (or --cwd).
 --timeout resets the session: the next call gets a fresh shell, started in
 the cwd and exported environment of the last completed command (shell
-variables, functions and background jobs are gone).`,
+variables, functions and background jobs are gone).
+
+Ctrl-C (or SIGTERM, SIGHUP) stops the command as --timeout does (SIGTERM to
+its tree, a grace period, then SIGKILL) and waits until the tree is gone; a
+second Ctrl-C kills it at once. The exit status is then 128+signal.
+
+The session's state after the command is recorded before the result is
+reported. If it cannot be recorded (a full disk), corral exec says so and
+exits 125 even if the command succeeded: the live shell has the state, but a
+daemon crash or a reboot may lose it.
+
+A client that reads none of its command's output for 30s (its output pipe
+full) has the command stopped by the daemon, so that it does not hold the
+session from other clients.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return execMain(&f, args, stdin, stdout, stderr)
@@ -347,29 +359,40 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		return err
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
-	var got atomic.Int32
-	go func() {
-		if s, ok := <-sigs; ok {
-			got.Store(int32(s.(syscall.Signal)))
-			cancel() // closing the stream cancels the command
-		}
-	}()
+	// As corral run: the first SIGINT, SIGTERM or SIGHUP stops the command
+	// (SIGTERM, the session's grace, SIGKILL) and this client waits for
+	// its tree to be gone and prints the result; a second SIGINT kills it
+	// at once.
+	interrupt := make(chan struct{})
+	got, kill, stopSignals := catchSignals(func(error) { close(interrupt) })
+	defer stopSignals()
 	opts := client.ExecOptions{Stdout: stdout, Stderr: stderr, Timeout: time.Duration(start.TimeoutMs) * time.Millisecond,
-		MaxOutput: start.MaxOutput, Oneshot: start.Oneshot, Dir: start.Cwd, Env: start.Env}
+		MaxOutput: start.MaxOutput, Oneshot: start.Oneshot, Dir: start.Cwd, Env: start.Env,
+		Interrupt: interrupt, Kill: kill}
 	if stdin != nil {
 		opts.Stdin = stdin
 	}
-	res, err := client.FromConn(conn).Exec(ctx, start.Session, start.Command, opts)
+	res, err := client.FromConn(conn).Exec(context.Background(), start.Session, start.Command, opts)
 	if res != nil {
-		return exitFor(res, nil, 0)
+		exit := exitFor(res, nil, got())
+		if !errors.Is(err, client.ErrStateNotSaved) {
+			return exit
+		}
+		// The command ran; what it changed may not survive the daemon.
+		msg := "the command exited 0"
+		var ee *exitError
+		if errors.As(exit, &ee) {
+			msg = joinMsg(fmt.Sprintf("the command ended with %d", ee.code), ee.msg)
+		}
+		var sns *client.StateNotSavedError
+		errors.As(err, &sns)
+		return &exitError{code: exitInternal, msg: fmt.Sprintf("%s, but %v (a daemon crash or a reboot may lose it): %s",
+			msg, client.ErrStateNotSaved, sns.Reason)}
 	}
-	if sig := syscall.Signal(got.Load()); sig != 0 {
-		return &exitError{code: 128 + int(sig), msg: fmt.Sprintf("stopped on %v", sig)}
+	if sig := got(); sig != 0 {
+		// The call ended without a result: the daemon went away while
+		// it stopped the command, which may still run.
+		return &exitError{code: 128 + int(sig), msg: fmt.Sprintf("stopped on %v; %v", sig, rpcErr(err))}
 	}
 	return rpcErr(err)
 }

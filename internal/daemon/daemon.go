@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -60,6 +61,11 @@ type Config struct {
 	// sessions found down or broken, shells started, kills, stop. Nil
 	// discards.
 	Log *slog.Logger
+	// SendStall bounds how long one message of a command's output may
+	// wait for its client to read (0 means DefaultSendStall): past it the
+	// daemon stops the command (grace, then kill), freeing its session's
+	// turn, and logs it.
+	SendStall time.Duration
 }
 
 // Daemon serves the Daemon API.
@@ -73,6 +79,8 @@ type Daemon struct {
 	stopped chan struct{}
 	once    sync.Once // shutdown
 	stopReq sync.Once // closes stopped
+
+	recording sync.Mutex // one recordState at a time; taken before mu
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex
@@ -422,6 +430,9 @@ func shellOf(env []string) string {
 // the session on first use. The client's stream ending cancels it.
 func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return status.Error(codes.InvalidArgument, "the stream ended before its ExecStart")
+	}
 	if err != nil {
 		return err
 	}
@@ -433,7 +444,7 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	if start.Oneshot {
-		return serveExec(stream, start, d.runOnce(start))
+		return d.serveExec(stream, start, d.runOnce(start), nil)
 	}
 	name := start.Session
 	s, err := d.sessionFor(name, start)
@@ -443,13 +454,12 @@ func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
 		}
 		return status.Error(codes.Internal, err.Error())
 	}
-	err = serveExec(stream, start, func(ctx context.Context, opts session.Options) (*corral.Result, error) {
+	// The record follows the session's state as of this command, written
+	// (and synced) before the client hears the result: what a client was
+	// told must survive a crash, or the result says it was not saved.
+	return d.serveExec(stream, start, func(ctx context.Context, opts session.Options) (*corral.Result, error) {
 		return s.Exec(ctx, start.Command, opts)
-	})
-	// The record follows the session's state as of this command (its
-	// result is already on its way to the client).
-	d.recordState(name, s.State())
-	return err
+	}, func() error { return d.recordState(name, s) })
 }
 
 // runOnce runs a --oneshot command in a fresh shell contained as sessions'
@@ -510,16 +520,25 @@ type written struct {
 // of its own more often than this.
 const lastUsedSlack = time.Second
 
-// recordState writes a session's cwd, environment and last use, unless
-// only the last use changed and it was written less than lastUsedSlack
-// ago.
-func (d *Daemon) recordState(name string, st session.State) {
+// recordState writes session name's cwd, environment and last use as s
+// knows them now, unless only the last use changed and it was written less
+// than lastUsedSlack ago. The store's transaction is synced (bbolt fsyncs
+// each commit) before it returns nil. It fails only if the state could not
+// be recorded; a session killed meanwhile has nothing to record.
+func (d *Daemon) recordState(name string, s *session.Session) error {
+	// One writer at a time reads the state and writes it, so that a
+	// command's write cannot land after, and undo, a later command's.
+	// (bbolt runs one write transaction at a time anyway.)
+	d.recording.Lock()
+	defer d.recording.Unlock()
+	st := s.State()
 	now := time.Now()
 	d.mu.Lock()
 	w, ok := d.written[name]
-	if ok && w.cwd == st.Cwd && slices.Equal(w.env, st.Env) && now.Sub(w.at) < lastUsedSlack {
+	same := ok && w.cwd == st.Cwd && slices.Equal(w.env, st.Env)
+	if same && now.Sub(w.at) < lastUsedSlack {
 		d.mu.Unlock()
-		return
+		return nil
 	}
 	d.written[name] = written{cwd: st.Cwd, env: st.Env, at: now}
 	d.mu.Unlock()
@@ -529,13 +548,21 @@ func (d *Daemon) recordState(name string, st session.State) {
 		return nil
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) { // not found: killed meanwhile
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if same {
+			// Only the last use is stale: the record has the state.
+			d.written[name] = w
+			d.cfg.Log.Warn("cannot record the session's last use", "session", name, "err", err)
+			return nil
+		}
 		// The live shell has the state; only its durable copy lags.
 		// Forget what was written, so the next command tries again.
-		d.mu.Lock()
 		delete(d.written, name)
-		d.mu.Unlock()
 		d.cfg.Log.Warn("cannot record the session's state", "session", name, "err", err)
+		return fmt.Errorf("recording session %s: %w", name, err)
 	}
+	return nil
 }
 
 // MaxCommand bounds the shell code of one command.

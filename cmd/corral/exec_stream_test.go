@@ -1,0 +1,299 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// rawAPI is a gRPC client of the daemon of e that sends exactly what a test
+// hand-makes.
+func (e *daemonEnv) rawAPI() pb.DaemonClient {
+	e.t.Helper()
+	conn, err := grpc.NewClient("unix:"+filepath.Join(e.state, "corral.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	return pb.NewDaemonClient(conn)
+}
+
+func startReq(s *pb.ExecStart) *pb.ExecRequest {
+	return &pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: s}}
+}
+
+// TestExecStateIsDurableWhenAcknowledged: a client that has the result of a
+// cd/export has it for good: the daemon SIGKILLed the instant the client
+// has the result, then a reboot (every shell gone, the state directory
+// kept), and the next command still runs in that cwd and environment.
+// Before the record was written ahead of the result, most trials lost it.
+func TestExecStateIsDurableWhenAcknowledged(t *testing.T) {
+	e := newDaemonEnv(t)
+	const trials = 20
+	lost := 0
+	for i := 0; i < trials; i++ {
+		if _, rc := e.exec("d", "true"); rc != 0 { // the daemon and the shell are up
+			t.Fatalf("trial %d: exec rc %d", i, rc)
+		}
+		shell, dpid := e.ls()["d"].KeeperPid, e.daemonPid()
+		if shell == 0 || dpid == 0 {
+			t.Fatalf("trial %d: shell %d daemon %d", i, shell, dpid)
+		}
+		dir := t.TempDir()
+		api := e.rawAPI()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		st, err := api.Exec(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := append(testproc.Env(e.mark), "CORRAL_STATE_DIR="+e.state)
+		st.Send(startReq(&pb.ExecStart{Session: "d", Command: fmt.Sprintf("cd %s && export V=%d", dir, i), Cwd: "/", Env: env}))
+		for {
+			m, err := st.Recv()
+			if err != nil {
+				t.Fatalf("trial %d: no result: %v", i, err)
+			}
+			if r := m.GetResult(); r != nil {
+				syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
+				if r.ExitCode != 0 || r.StateNotSaved {
+					t.Fatalf("trial %d: result %v", i, r)
+				}
+				break
+			}
+		}
+		cancel()
+		if !waitGone(dpid, 5*time.Second) {
+			t.Fatal("daemon did not die")
+		}
+		e.awaitSocket(false, 5*time.Second, "the killed daemon's socket still accepts connections")
+		// The reboot: the shell goes too.
+		syscall.Kill(shell, syscall.SIGKILL) // ours: recorded by our daemon
+		if !waitGone(shell, 5*time.Second) {
+			t.Fatal("shell did not die")
+		}
+		out, rc := e.exec("d", `echo "$PWD $V"`)
+		if want := fmt.Sprintf("%s %d\n", dir, i); rc != 0 || out != want {
+			t.Logf("trial %d: after the reboot %q (rc %d), want %q", i, out, rc, want)
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged cd/export lost to a daemon kill plus a reboot", lost, trials)
+	}
+}
+
+// TestExecStateNotSavedOnAFullDisk: when the session's state after a
+// command cannot be recorded (the disk is full), the client hears it: the
+// result says so, and corral exec says so on stderr and exits 125 even
+// though the command itself exited 0. Once there is room, the state is
+// recorded again.
+func TestExecStateNotSavedOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs")
+	}
+	state := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
+		t.Skipf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", state).Run() }) // runs last: after the daemon stops
+	e := newDaemonEnvAt(t, state)
+	if out, rc := e.exec("a", "cd / && echo ok"); rc != 0 || out != "ok\n" {
+		t.Fatalf("before the disk fills: %q %d", out, rc)
+	}
+	fillPath := filepath.Join(state, "fill")
+	fill, _ := os.Create(fillPath)
+	fill.Write(make([]byte, 4<<20)) // fails part way: the disk is full
+	fill.Close()
+	// 500 KiB of environment cannot be recorded now.
+	big := "export"
+	for i := 0; i < 5; i++ {
+		big += fmt.Sprintf(" BIG%d=$(head -c %d /dev/zero | tr '\\0' x)", i, 100<<10)
+	}
+	out, errs, rc := e.run("exec", "-s", "a", "--", big+" && echo ran")
+	if rc != 125 || out != "ran\n" || !strings.Contains(errs, "not saved") || !strings.Contains(errs, "no space left") {
+		t.Fatalf("a state change on a full disk: exit %d, stdout %q, stderr %q", rc, out, errs)
+	}
+	// The raw result says it too, in its own field.
+	api := e.rawAPI()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := api.Exec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Send(startReq(&pb.ExecStart{Session: "a", Command: "export MORE=1", Cwd: "/", Env: testproc.Env(e.mark)}))
+	var res *pb.Result
+	for res == nil {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("no result: %v", err)
+		}
+		res = m.GetResult()
+	}
+	if !res.StateNotSaved || !strings.Contains(res.StateError, "no space left") || res.ExitCode != 0 {
+		t.Fatalf("raw result on a full disk: %v", res)
+	}
+	// The live shell has the state all along.
+	if out, _, _ := e.run("exec", "-s", "a", "--", `echo ${#BIG4} $MORE`); out != fmt.Sprintf("%d 1\n", 100<<10) {
+		t.Fatalf("the live shell lost its state: %q", out)
+	}
+	os.Remove(fillPath)
+	if out, errs, rc := e.run("exec", "-s", "a", "--", "echo saved"); rc != 0 || out != "saved\n" || errs != "" {
+		t.Fatalf("after room was made: %q %q %d", out, errs, rc)
+	}
+}
+
+// TestExecStreamValidation: a stream that breaks the protocol is refused
+// with InvalidArgument and a message that says what was wrong, also while
+// its command runs (the command is stopped first), and the session goes on
+// serving.
+func TestExecStreamValidation(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("v", "true")
+	api := e.rawAPI()
+	env := testproc.Env(e.mark)
+	start := func(stdin bool) *pb.ExecRequest {
+		return startReq(&pb.ExecStart{Session: "v", Command: "cat >/dev/null; sleep 30", Cwd: "/", Env: env, Stdin: stdin})
+	}
+	stdin := &pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: []byte("x\n")}}
+	eof := &pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}}
+	cases := []struct {
+		name string
+		msgs []*pb.ExecRequest
+		want string
+	}{
+		{"empty stream", nil, "ExecStart"},
+		{"second ExecStart", []*pb.ExecRequest{start(false), start(false)}, "second ExecStart"},
+		{"stdin after stdin_eof", []*pb.ExecRequest{start(true), stdin, eof, stdin}, "after stdin_eof"},
+		{"second stdin_eof", []*pb.ExecRequest{start(true), eof, eof}, "after stdin_eof"},
+		{"stdin not announced", []*pb.ExecRequest{start(false), stdin}, "stdin"},
+		{"empty message mid-stream", []*pb.ExecRequest{start(false), {}}, "empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			st, err := api.Exec(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range c.msgs {
+				st.Send(m)
+			}
+			// The client keeps its side open: the daemon must notice the
+			// violation itself, not wait for the stream to end.
+			if len(c.msgs) == 0 {
+				st.CloseSend()
+			}
+			began := time.Now()
+			for err == nil {
+				var m *pb.ExecResponse
+				if m, err = st.Recv(); m.GetResult() != nil {
+					t.Errorf("got a result %v", m.GetResult())
+				}
+			}
+			if s, _ := status.FromError(err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), c.want) {
+				t.Fatalf("got %v, want InvalidArgument saying %q", err, c.want)
+			}
+			t.Logf("%v after %v", err, time.Since(began).Round(time.Millisecond))
+		})
+	}
+	if out, rc := e.exec("v", "echo still"); rc != 0 || out != "still\n" {
+		t.Fatalf("after the malformed streams: %q %d", out, rc)
+	}
+}
+
+// startExecClient starts corral exec of code in session s (or a oneshot)
+// with the client in a process group of its own (so that a test's signal
+// reaches it alone) and waits for the command to write its pid to pidFile.
+func startExecClient(t *testing.T, e *daemonEnv, oneshot bool, code, pidFile string) (*exec.Cmd, int, *bytes.Buffer) {
+	t.Helper()
+	where := []string{"-s", "s"}
+	if oneshot {
+		where = []string{"--oneshot"}
+	}
+	c := cli(t, e.mark, e.state, append(append([]string{"exec"}, where...), "--", code)...)
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return c, testproc.PidFile(t, pidFile, 20*time.Second), &errb
+}
+
+// TestExecInterruptWaitsForTheTree: Ctrl-C on corral exec stops the command
+// as corral run does: the client exits only once the command's whole tree
+// is gone (a TERM-ignoring command lives out the grace), with 130; a second
+// Ctrl-C kills at once. The same holds for a oneshot.
+func TestExecInterruptWaitsForTheTree(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("s", "true")
+	code := func(pidFile string) string {
+		return `sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; sleep 30; :'`
+	}
+	t.Run("one", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		c, pid, errb := startExecClient(t, e, false, code(pidFile), pidFile)
+		began := time.Now()
+		c.Process.Signal(syscall.SIGINT)
+		err := c.Wait()
+		took := time.Since(began)
+		alive := testproc.Alive(pid)
+		t.Logf("client exited after %v with %d: %q", took.Round(time.Millisecond), exitCode(err), errb.String())
+		if alive {
+			syscall.Kill(pid, syscall.SIGKILL) // ours: the command we started
+			t.Fatalf("the client exited %v after SIGINT while the command (pid %d) still ran", took, pid)
+		}
+		if rc := exitCode(err); rc != 130 || !strings.Contains(errb.String(), "interrupt") {
+			t.Fatalf("exit %d, stderr %q; want 130 and the signal named", rc, errb.String())
+		}
+		if took < 3*time.Second {
+			t.Fatalf("the TERM-ignoring command ended after %v, before the grace", took)
+		}
+	})
+	twice := func(t *testing.T, oneshot bool) {
+		pidFile := filepath.Join(t.TempDir(), "pid")
+		c, pid, errb := startExecClient(t, e, oneshot, code(pidFile), pidFile)
+		began := time.Now()
+		c.Process.Signal(syscall.SIGINT)
+		time.Sleep(300 * time.Millisecond)
+		c.Process.Signal(syscall.SIGINT)
+		err := c.Wait()
+		took := time.Since(began)
+		alive := testproc.Alive(pid)
+		t.Logf("client exited after %v with %d: %q", took.Round(time.Millisecond), exitCode(err), errb.String())
+		if alive {
+			syscall.Kill(pid, syscall.SIGKILL) // ours: the command we started
+			t.Fatalf("the client exited while the command (pid %d) still ran", pid)
+		}
+		if took > 3*time.Second {
+			t.Fatalf("a second SIGINT took %v to end the command", took)
+		}
+		if rc := exitCode(err); rc != 130 {
+			t.Fatalf("exit %d, want 130", rc)
+		}
+	}
+	t.Run("twice", func(t *testing.T) { twice(t, false) })
+	t.Run("twice oneshot", func(t *testing.T) { twice(t, true) })
+	if out, rc := e.exec("s", "echo next"); rc != 0 || out != "next\n" {
+		t.Fatalf("the session after the interrupts: %q %d", out, rc)
+	}
+}
