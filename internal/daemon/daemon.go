@@ -104,7 +104,9 @@ func Open(cfg Config) (*Daemon, error) {
 	if err := fds.CloseOnExecFrom(3); err != nil {
 		cfg.Log.Warn("cannot mark inherited descriptors close-on-exec; shells may inherit them", "err", err)
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sessions"), 0o700); err != nil {
+	// The state directory and what is made in it must be ours alone: who
+	// else could change them could read and forge what we send shells.
+	if _, err := statedir.Ensure(cfg.StateDir, "sessions"); err != nil {
 		return nil, err
 	}
 	runs, err := statedir.Ensure(cfg.StateDir, "runs")
@@ -390,7 +392,7 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 			return nil, status.Errorf(codes.FailedPrecondition, "session %s is broken: %v (corral kill %s drops it)", name, err, name)
 		}
 	}
-	if err := os.MkdirAll(d.holdDir(name), 0o700); err != nil {
+	if _, err := statedir.Ensure(d.cfg.StateDir, "sessions", name); err != nil {
 		return nil, err
 	}
 	if s, err = session.New(d.sessionConfig(rec)); err != nil {
