@@ -149,7 +149,7 @@ func New(cfg Config) (*Session, error) {
 		}
 	}
 	s := &Session{cfg: cfg, dir: dir}
-	s.state = State{Cwd: cfg.Dir, Env: append([]string(nil), cfg.Env...)}
+	s.state = State{Cwd: cfg.Dir, Env: withoutStartupHooks(cfg.Env)}
 	return s, nil
 }
 
@@ -266,7 +266,7 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 	s.state.Alive = true
 	s.state.Pid = sh.pid()
 	s.state.Cwd = cfg.Dir
-	s.state.Env = append([]string(nil), cfg.Env...)
+	s.state.Env = withoutStartupHooks(cfg.Env)
 	s.state.Fifos = sh.fifos
 	return sh, nil
 }

@@ -105,7 +105,7 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	spec := &contain.Spec{
 		Path:   path,
 		Argv:   shellArgv(path),
-		Env:    cfg.Env,
+		Env:    withoutStartupHooks(cfg.Env),
 		Dir:    cfg.Dir,
 		Files:  []*os.File{null, ends.theirs[0], ends.theirs[1], ends.theirs[2]},
 		Marker: corral.MarkerEnv + "=" + newNonce(),

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
@@ -165,4 +166,31 @@ func TestTakeoverRefusesSwappedFifos(t *testing.T) {
 		}
 	}
 	os.Chmod(sdir, 0o700) // so that cleanup's kill --all can go
+}
+
+// TestSessionShellIgnoresBashEnv: a client whose BASH_ENV redefines printf
+// and leaves a trace creates a working session, and the file is never
+// sourced; nor is a BASH_ENV in a session's record when its shell is
+// restored from it. (Before: bash sourced BASH_ENV despite --noprofile
+// --norc: the redefined printf made the session unstartable, and a
+// recorded one ran in every restored shell.)
+func TestSessionShellIgnoresBashEnv(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "sourced")
+	hook := filepath.Join(dir, "hook.sh")
+	os.WriteFile(hook, []byte("echo $$ >> "+trace+"\nprintf() { :; }\n"), 0o644)
+	out, errs, rc := corralAt(t, e.mark, e.state, []string{"SHELL=/bin/bash", "BASH_ENV=" + hook},
+		"exec", "-s", "client", "--", "echo ok; echo ${BASH_ENV-unset}")
+	if rc != 0 || out != "ok\nunset\n" {
+		t.Errorf("a client's BASH_ENV: %q %q %d", out, errs, rc)
+	}
+	putRecord(t, e.state, &store.Session{Name: "recorded", Shell: "/bin/bash", Cwd: dir, State: store.Down,
+		Env: append(testproc.Env(e.mark), "BASH_ENV="+hook, "ENV="+hook)})
+	if out, rc := e.exec("recorded", "echo restored; echo ${BASH_ENV-unset}"); rc != 0 || out != "restored\nunset\n" {
+		t.Errorf("a recorded BASH_ENV: %q %d", out, rc)
+	}
+	if b, err := os.ReadFile(trace); err == nil {
+		t.Errorf("BASH_ENV was sourced: %q", b)
+	}
 }
