@@ -52,7 +52,7 @@ func makeHeld(dir string) (*shellEnds, Fifos, error) {
 	e := &shellEnds{}
 	var ids [3]FileID
 	for i, name := range []string{outName, errName, ctlName} {
-		if err := unix.Mkfifoat(dfd, name, 0o600); err != nil {
+		if err := mkfifoIn(dfd, dir, name, 0o600); err != nil {
 			e.closeTheirs()
 			return nil, Fifos{}, fmt.Errorf("held session: mkfifo %s: %w", filepath.Join(dir, name), err)
 		}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/client"
+	"github.com/corral-dev/corral/internal/statedir"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testproc"
 )
@@ -75,6 +78,15 @@ func TestStateDirPlantedByAnotherUser(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(tc.target); len(ents) != 0 {
 			t.Errorf("%v: created in %s: %v", tc.args, tc.target, ents)
+		}
+	}
+	// The Go client refuses to dial a socket in either.
+	for _, state := range []string{link, theirs} {
+		if c, err := client.Dial(state); !errors.Is(err, statedir.ErrUnsafe) {
+			t.Errorf("client.Dial(%s): %v", state, err)
+			if c != nil {
+				c.Close()
+			}
 		}
 	}
 }

@@ -43,6 +43,8 @@ func OpenPrivate(dir string) (*os.File, error) {
 	return os.Open(dir)
 }
 
+func verify(dir string) error { return checkPath(dir) }
+
 func checkPath(p string) error {
 	fi, err := os.Lstat(p)
 	if err != nil {

@@ -53,6 +53,18 @@ func ensure(dir string, sub []string) (string, error) {
 	return path, nil
 }
 
+func verify(dir string) error {
+	if err := checkAncestors(filepath.Dir(dir)); err != nil {
+		return err
+	}
+	fd, err := openDir(unix.AT_FDCWD, dir, dir)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return checkFd(fd, dir, false, 0o022)
+}
+
 // OpenPrivate opens the existing directory dir, without following a final
 // symbolic link, and returns it if it is ours alone: a directory owned by
 // our effective uid with no group or other permission bits. Otherwise the

@@ -104,3 +104,14 @@ func Check(dir string) error {
 	}
 	return f.Close()
 }
+
+// Verify checks the existing state directory dir as Ensure would (its
+// ancestors, no link, ours, writable by no one else) without creating or
+// changing anything: for a client about to trust the socket in it.
+func Verify(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	return verify(dir)
+}

@@ -200,3 +200,25 @@ func TestEnsureAncestors(t *testing.T) {
 		t.Errorf("Check of an Ensured directory: %v", err)
 	}
 }
+
+// TestVerifyCreatesNothing: Verify applies Ensure's rules for the state
+// directory to an existing one and creates nothing.
+func TestVerifyCreatesNothing(t *testing.T) {
+	pub, u, mark := attackerArena(t)
+	missing := filepath.Join(pub, "none")
+	if err := Verify(missing); err == nil {
+		t.Error("Verify of a missing directory succeeded")
+	}
+	if _, err := os.Lstat(missing); err == nil {
+		t.Error("Verify created it")
+	}
+	theirs := filepath.Join(pub, "theirs")
+	u.Run(t, testproc.Env(mark), "mkdir -m 755 "+theirs)
+	wantUnsafe(t, Verify(theirs), theirs, "belongs to uid")
+	ours := filepath.Join(pub, "ours")
+	os.Mkdir(ours, 0o755)
+	os.Chmod(ours, 0o755)
+	if err := Verify(ours); err != nil {
+		t.Errorf("a 0755 directory of ours: %v", err)
+	}
+}
