@@ -222,3 +222,17 @@ func TestVerifyCreatesNothing(t *testing.T) {
 		t.Errorf("a 0755 directory of ours: %v", err)
 	}
 }
+
+// BenchmarkEnsure is the cost of checking an existing state directory and
+// one session's directory in it, as the daemon does for every new shell.
+func BenchmarkEnsure(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "state")
+	if _, err := Ensure(dir, "sessions", "s"); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := Ensure(dir, "sessions", "s"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
