@@ -31,13 +31,19 @@ type Client struct {
 }
 
 // Dial connects to the daemon serving stateDir ("" means the default
-// state directory). It does not start one.
+// state directory). It does not start one. A state directory corral
+// would refuse (a link, another user's, writable by others: see
+// statedir.Ensure) is refused here too, before anything is sent.
 func Dial(stateDir string) (*Client, error) {
 	if stateDir == "" {
 		var err error
 		if stateDir, err = statedir.Path(); err != nil {
 			return nil, err
 		}
+	}
+	// A socket in a directory someone else controls is theirs to serve.
+	if err := statedir.Verify(stateDir); err != nil {
+		return nil, err
 	}
 	conn, err := grpc.NewClient("unix:"+daemon.SocketPath(stateDir), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -61,6 +61,7 @@ func BenchmarkExecTrue(b *testing.B) {
 			cfg := Config{Shell: sh, Dir: os.TempDir()}
 			if held {
 				cfg.HoldDir = b.TempDir()
+				os.Chmod(cfg.HoldDir, 0o700) // a HoldDir must be private
 			}
 			s, err := New(cfg)
 			if err != nil {

@@ -29,7 +29,16 @@
 // and output are FIFOs that the shell itself holds open, so no helper
 // process is needed and the owner's death costs nothing. Another process
 // takes the shell over with Attach, after checking the identity recorded
-// through Config.OnStart (Linux only; see CanAttach).
+// through Config.OnStart or Config.OnHeld (Linux only; see CanAttach), and
+// the FIFOs themselves: HoldDir must be ours alone, and each FIFO is opened
+// without following a link and must be ours, private and the one recorded
+// (OnHeld's Fifos); otherwise Attach sends nothing and fails with
+// ErrNotOurs.
+//
+// No shell starts with BASH_ENV, ENV, SHELLOPTS, BASHOPTS or exported bash
+// functions in its environment, whatever Config.Env or a restored state
+// holds: they would make the shell run code before, or instead of, its
+// commands (see isStartupHook).
 //
 // Sessions need a POSIX shell; on Windows, New returns ErrUnsupported.
 package session

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/contain"
+	"github.com/corral-dev/corral/internal/statedir"
 )
 
 // The named pipes of a held session, in its HoldDir.
@@ -34,73 +36,163 @@ const (
 // else dies); ours as a plain writer of the channel and plain readers of
 // the output, so that we do see EPIPE and end of file once the shell and
 // everything it started are gone.
-func makeHeld(dir string) (*shellEnds, error) {
-	removeHeld(dir)
+//
+// dir must be ours alone (statedir.OpenPrivate): it is opened once,
+// without following a link, and every FIFO is made and opened inside that
+// open directory, so a path swapped meanwhile changes nothing. The FIFOs'
+// identities are returned for the record.
+func makeHeld(dir string) (*shellEnds, Fifos, error) {
+	d, err := statedir.OpenPrivate(dir)
+	if err != nil {
+		return nil, Fifos{}, fmt.Errorf("held session: %w", err)
+	}
+	defer d.Close()
+	dfd := int(d.Fd())
+	removeHeldIn(d)
 	e := &shellEnds{}
+	var ids [3]FileID
 	for i, name := range []string{outName, errName, ctlName} {
-		path := filepath.Join(dir, name)
-		if err := syscall.Mkfifo(path, 0o600); err != nil {
+		if err := mkfifoIn(dfd, dir, name, 0o600); err != nil {
 			e.closeTheirs()
-			return nil, fmt.Errorf("held session: %w", err)
+			return nil, Fifos{}, fmt.Errorf("held session: mkfifo %s: %w", filepath.Join(dir, name), err)
 		}
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		f, id, err := openFifo(dfd, dir, name, unix.O_RDWR, FileID{})
 		if err != nil {
 			e.closeTheirs()
-			return nil, fmt.Errorf("held session: %w", err)
+			return nil, Fifos{}, err
 		}
 		if name == ctlName {
 			// Commands go through a page at a time, no slower: bash
 			// reads them a byte at a time anyway.
 			setPipeSize(f, 4096)
 		}
-		e.theirs[i] = f
+		e.theirs[i], ids[i] = f, id
 	}
-	if err := e.openOurs(dir); err != nil {
+	fifos := Fifos{Out: ids[0], Err: ids[1], Ctl: ids[2]}
+	if _, err := e.openOurs(d, dir, fifos); err != nil {
 		e.closeTheirs()
-		return nil, err
+		return nil, Fifos{}, err
 	}
-	return e, nil
+	return e, fifos, nil
 }
 
-// openOurs opens our ends of the held FIFOs in dir. It never blocks: it
-// fails (ENXIO) if nothing holds the channel for reading, that is, if the
-// shell is gone.
-func (e *shellEnds) openOurs(dir string) error {
+// openOurs opens our ends of the held FIFOs in the open directory d (dir
+// in errors) and checks each against want (a zero FileID: any FIFO of
+// ours), and returns what it opened. It never blocks: it fails (ENXIO)
+// if nothing holds the channel for reading, that is, if the shell is gone.
+// Nothing is written.
+func (e *shellEnds) openOurs(d *os.File, dir string, want Fifos) (Fifos, error) {
+	var got Fifos
 	var err error
-	if e.ctl, err = os.OpenFile(filepath.Join(dir, ctlName), os.O_WRONLY|syscall.O_NONBLOCK, 0); err != nil {
-		return fmt.Errorf("held session: %w", err)
+	dfd := int(d.Fd())
+	if e.ctl, got.Ctl, err = openFifo(dfd, dir, ctlName, unix.O_WRONLY|unix.O_NONBLOCK, want.Ctl); err != nil {
+		return Fifos{}, err
 	}
-	for i, name := range []string{outName, errName} {
-		if e.streams[i], err = os.OpenFile(filepath.Join(dir, name), os.O_RDONLY|syscall.O_NONBLOCK, 0); err != nil {
-			e.closeOurs()
-			return fmt.Errorf("held session: %w", err)
+	if e.streams[0], got.Out, err = openFifo(dfd, dir, outName, unix.O_RDONLY|unix.O_NONBLOCK, want.Out); err != nil {
+		e.closeOurs()
+		return Fifos{}, err
+	}
+	if e.streams[1], got.Err, err = openFifo(dfd, dir, errName, unix.O_RDONLY|unix.O_NONBLOCK, want.Err); err != nil {
+		e.closeOurs()
+		return Fifos{}, err
+	}
+	return got, nil
+}
+
+// openFifo opens name in the directory dfd (dir in errors) with flags,
+// never following a symbolic link, and checks the FIFO twice: by name
+// before opening it (so nothing that is not our FIFO is opened at all) and
+// through the open descriptor after (so what is checked is what is used).
+// It must be a FIFO of our euid that no one else may open, and, unless
+// want is zero, the very one want names. A failed check wraps ErrNotOurs;
+// a missing FIFO, or a channel no one reads (ENXIO), is a plain error.
+func openFifo(dfd int, dir, name string, flags int, want FileID) (*os.File, FileID, error) {
+	path := filepath.Join(dir, name)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, FileID{}, fmt.Errorf("held session: %s: %w", path, err)
+	}
+	if err := checkFifo(&st, path, want); err != nil {
+		return nil, FileID{}, err
+	}
+	var fd int
+	var err error
+	for {
+		fd, err = unix.Openat(dfd, name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != unix.EINTR {
+			break
 		}
 	}
-	return nil
-}
-
-// removeHeld removes the FIFOs of a held session whose shell is gone.
-func removeHeld(dir string) {
-	for _, name := range []string{ctlName, outName, errName} {
-		os.Remove(filepath.Join(dir, name))
+	if err == unix.ELOOP {
+		return nil, FileID{}, fmt.Errorf("held session: %s is a symbolic link: %w", path, ErrNotOurs)
 	}
-	releaseStdin(dir)
+	if err != nil {
+		return nil, FileID{}, fmt.Errorf("held session: open %s: %w", path, err)
+	}
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, FileID{}, fmt.Errorf("held session: %s: %w", path, err)
+	}
+	if err := checkFifo(&st, path, want); err != nil {
+		unix.Close(fd)
+		return nil, FileID{}, err
+	}
+	return os.NewFile(uintptr(fd), path), FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, nil
 }
 
-// releaseStdin ends every stdin FIFO left in dir by an owner that died:
-// a command of the shell may be waiting to open one for reading, for a
-// writer that will never come. Opening it read-write lets any such opener
-// through; removing it keeps new ones out; closing it gives the command end
-// of file.
-func releaseStdin(dir string) {
-	ents, _ := os.ReadDir(dir)
+// checkFifo checks st (of path) as openFifo says.
+func checkFifo(st *unix.Stat_t, path string, want FileID) error {
+	var why string
+	id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	switch {
+	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+		why = "is a symbolic link"
+	case st.Mode&unix.S_IFMT != unix.S_IFIFO:
+		why = "is not a FIFO"
+	case int(st.Uid) != os.Geteuid():
+		why = fmt.Sprintf("belongs to uid %d, not to us (uid %d)", st.Uid, os.Geteuid())
+	case st.Mode&0o077 != 0:
+		why = fmt.Sprintf("has mode %04o: others can open it", st.Mode&0o777)
+	case want != FileID{} && id != want:
+		why = fmt.Sprintf("is not the FIFO made for this shell (device %d inode %d, recorded %d %d)", id.Dev, id.Ino, want.Dev, want.Ino)
+	default:
+		return nil
+	}
+	return fmt.Errorf("held session: %s %s: %w", path, why, ErrNotOurs)
+}
+
+// removeHeld removes the FIFOs of a held session whose shell is gone. A
+// directory that is not ours alone is left as it is.
+func removeHeld(dir string) {
+	d, err := statedir.OpenPrivate(dir)
+	if err != nil {
+		return
+	}
+	removeHeldIn(d)
+	d.Close()
+}
+
+func removeHeldIn(d *os.File) {
+	for _, name := range []string{ctlName, outName, errName} {
+		unix.Unlinkat(int(d.Fd()), name, 0)
+	}
+	releaseStdinIn(d)
+}
+
+// releaseStdinIn ends every stdin FIFO left in the open directory d by an
+// owner that died: a command of the shell may be waiting to open one for
+// reading, for a writer that will never come. Opening it read-write lets
+// any such opener through; removing it keeps new ones out; closing it
+// gives the command end of file. Only FIFOs of ours are opened.
+func releaseStdinIn(d *os.File) {
+	dfd := int(d.Fd())
+	ents, _ := d.ReadDir(-1)
 	for _, ent := range ents {
 		if !strings.HasPrefix(ent.Name(), "in-") {
 			continue
 		}
-		path := filepath.Join(dir, ent.Name())
-		f, err := os.OpenFile(path, os.O_RDWR|syscall.O_NONBLOCK, 0)
-		os.Remove(path)
+		f, _, err := openFifo(dfd, d.Name(), ent.Name(), unix.O_RDWR|unix.O_NONBLOCK, FileID{})
+		unix.Unlinkat(dfd, ent.Name(), 0)
 		if err == nil {
 			f.Close()
 		}
@@ -128,6 +220,14 @@ func releaseStdin(dir string) {
 // directory's lock). The shell is not this process's child, so when it
 // exits its status cannot be learnt: such a command's result says so.
 //
+// The FIFOs are opened without following links in HoldDir, which must be
+// ours alone, and each must be a FIFO of ours that no one else may open,
+// and, if last.Fifos is set (as given to Config.OnHeld), the very one made
+// for the shell. Otherwise Attach fails with ErrNotOurs before anything is
+// sent through them, and leaves the shell alone: whoever swapped them
+// must not read a command, nor forge an answer. (A zero last.Fifos, from a
+// record of an older corral, skips only the last check.)
+//
 // If the shell is alive but cannot be taken over (its FIFOs are gone),
 // Attach stops its tree through the identity gate and returns an error. If
 // the shell is gone already, the error wraps contain's ErrGone and what
@@ -141,17 +241,35 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The directory and FIFOs are checked before anything else: files
+	// that are not ours are refused, and the shell left alone, before a
+	// byte is sent or a signal considered.
+	ends := &shellEnds{}
+	var fifos Fifos
+	d, openErr := statedir.OpenPrivate(cfg.HoldDir)
+	if errors.Is(openErr, statedir.ErrUnsafe) {
+		return nil, fmt.Errorf("session: take over shell %d: %w: %w", id.Pid, ErrNotOurs, openErr)
+	}
+	if openErr == nil {
+		defer d.Close()
+		fifos, openErr = ends.openOurs(d, cfg.HoldDir, last.Fifos)
+	}
+	if errors.Is(openErr, ErrNotOurs) {
+		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, openErr)
+	}
 	tree, err := contain.AdoptLive(containIdentity(id))
 	if err != nil {
+		if openErr == nil {
+			ends.closeOurs()
+		}
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)
 	}
-	ends := &shellEnds{}
-	if err := ends.openOurs(cfg.HoldDir); err != nil {
+	if openErr != nil {
 		contain.Stop(tree, -1, contain.KillBound, nil)
 		tree.Close()
-		return nil, err
+		return nil, openErr
 	}
-	releaseStdin(cfg.HoldDir)
+	releaseStdinIn(d)
 	sh := newShell(&s.cfg, tree, ends)
 	if _, err := sh.ctl.Write([]byte(preludeFor(true))); err != nil {
 		sh.stop(-1)
@@ -162,6 +280,7 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	s.sh, s.busy = sh, true
 	s.state = last
 	s.state.Env = append([]string(nil), last.Env...)
+	s.state.Fifos = fifos
 	s.state.Alive, s.state.Pid, s.state.Busy = true, id.Pid, false
 	s.mu.Unlock()
 	go func() {

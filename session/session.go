@@ -53,6 +53,11 @@ type Config struct {
 	// it durably, as corral.Cmd.OnStart). If it fails, the shell is killed
 	// and the command that needed it fails to start.
 	OnStart func(corral.Identity) error
+	// OnHeld is OnStart for a held shell (HoldDir set), with the
+	// identities of the FIFOs made for it: record them with the shell's
+	// identity and give them back to Attach (in State.Fifos), which then
+	// refuses any other FIFOs. If set, it is called instead of OnStart.
+	OnHeld func(corral.Identity, Fifos) error
 }
 
 // Options are the settings of one command.
@@ -94,6 +99,9 @@ type State struct {
 	Commands uint64
 	// Resets counts the shells that were discarded.
 	Resets uint64
+	// Fifos identifies a held shell's FIFOs (zero if none). Attach checks
+	// the FIFOs it takes over against last.Fifos.
+	Fifos Fifos
 }
 
 // Session is one long-lived shell. Its methods are safe for concurrent use;
@@ -145,7 +153,7 @@ func New(cfg Config) (*Session, error) {
 		}
 	}
 	s := &Session{cfg: cfg, dir: dir}
-	s.state = State{Cwd: cfg.Dir, Env: append([]string(nil), cfg.Env...)}
+	s.state = State{Cwd: cfg.Dir, Env: withoutStartupHooks(cfg.Env)}
 	return s, nil
 }
 
@@ -262,7 +270,8 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 	s.state.Alive = true
 	s.state.Pid = sh.pid()
 	s.state.Cwd = cfg.Dir
-	s.state.Env = append([]string(nil), cfg.Env...)
+	s.state.Env = withoutStartupHooks(cfg.Env)
+	s.state.Fifos = sh.fifos
 	return sh, nil
 }
 

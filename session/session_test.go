@@ -44,6 +44,7 @@ func shellsAndHeld(t *testing.T, f func(t *testing.T, s *Session, mark string)) 
 				cfg := Config{Shell: sh}
 				if held {
 					cfg.HoldDir = t.TempDir()
+					os.Chmod(cfg.HoldDir, 0o700) // a HoldDir must be private
 				}
 				f(t, newSession(t, cfg, mark), mark)
 			})

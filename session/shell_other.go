@@ -17,7 +17,7 @@ func lookShell(sh string) (string, error) {
 	return "", fmt.Errorf("session: %w", ErrUnsupported)
 }
 
-type shell struct{}
+type shell struct{ fifos Fifos }
 
 func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	return nil, fmt.Errorf("session: %w", ErrUnsupported)

@@ -67,6 +67,7 @@ type shell struct {
 	stopErr  error
 	detached chan struct{} // closed when the owner lets the shell go
 	detachMu sync.Once
+	fifos    Fifos // a held shell's FIFOs, as made for it
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -82,8 +83,9 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 		return nil, err
 	}
 	var ends *shellEnds
+	var fifos Fifos
 	if cfg.HoldDir != "" {
-		ends, err = makeHeld(cfg.HoldDir)
+		ends, fifos, err = makeHeld(cfg.HoldDir)
 	} else {
 		ends, err = makePipes()
 	}
@@ -103,12 +105,15 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	spec := &contain.Spec{
 		Path:   path,
 		Argv:   shellArgv(path),
-		Env:    cfg.Env,
+		Env:    withoutStartupHooks(cfg.Env),
 		Dir:    cfg.Dir,
 		Files:  []*os.File{null, ends.theirs[0], ends.theirs[1], ends.theirs[2]},
 		Marker: corral.MarkerEnv + "=" + newNonce(),
 	}
-	if cfg.OnStart != nil {
+	switch {
+	case cfg.OnHeld != nil && cfg.HoldDir != "":
+		spec.Hold = func(ci contain.Identity) error { return cfg.OnHeld(publicIdentity(ci), fifos) }
+	case cfg.OnStart != nil:
 		spec.Hold = func(ci contain.Identity) error { return cfg.OnStart(publicIdentity(ci)) }
 	}
 	tree, err := contain.Start(iso, spec)
@@ -119,6 +124,7 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 		return nil, fmt.Errorf("session: start %s: %w", cfg.Shell, err)
 	}
 	sh := newShell(cfg, tree, ends)
+	sh.fifos = fifos
 	if _, err := sh.ctl.Write([]byte(preludeFor(cfg.HoldDir != ""))); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: shell %s did not start: %w", cfg.Shell, err)

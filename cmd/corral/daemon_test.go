@@ -165,8 +165,12 @@ func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(e.state, "corral.sock")); fi == nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode %v", fi)
 	}
-	if fi, _ := os.Stat(e.state); fi.Mode().Perm() != 0o700 {
-		t.Fatalf("state dir mode %v", fi.Mode())
+	// What the daemon creates is private; the state directory it was
+	// given (t.TempDir's, 0755) is used as it is, never chmodded.
+	for _, d := range []string{"sessions", "sessions/s1", "runs"} {
+		if fi, _ := os.Stat(filepath.Join(e.state, d)); fi == nil || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s mode %v", d, fi)
+		}
 	}
 	before := e.ls()["s1"].KeeperPid
 	_, errs, rc := e.run("exec", "-s", "s1", "--timeout", "300ms", "--", "sleep 60 & setsid sleep 60 & sleep 60")

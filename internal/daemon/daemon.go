@@ -112,7 +112,9 @@ func Open(cfg Config) (*Daemon, error) {
 	if err := fds.CloseOnExecFrom(3); err != nil {
 		cfg.Log.Warn("cannot mark inherited descriptors close-on-exec; shells may inherit them", "err", err)
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sessions"), 0o700); err != nil {
+	// The state directory and what is made in it must be ours alone: who
+	// else could change them could read and forge what we send shells.
+	if _, err := statedir.Ensure(cfg.StateDir, "sessions"); err != nil {
 		return nil, err
 	}
 	runs, err := statedir.Ensure(cfg.StateDir, "runs")
@@ -300,11 +302,24 @@ func (d *Daemon) recover() {
 		// A record with a socket names a keeper process of an older corral:
 		// it cannot be taken over, only reaped.
 		if rec.Keeper.Socket == "" {
-			s, err := session.Attach(d.sessionConfig(rec), rec.Keeper.Identity(), session.State{Cwd: rec.Cwd, Env: rec.Env})
+			s, err := session.Attach(d.sessionConfig(rec), rec.Keeper.Identity(),
+				session.State{Cwd: rec.Cwd, Env: rec.Env, Fifos: fifosOf(rec.Keeper.Fifos)})
 			if err == nil {
 				d.sessions[rec.Name] = s
 				d.store.Update(rec.Name, func(r *store.Session) error { r.State = store.Up; return nil })
 				d.cfg.Log.Info("took over shell", "session", rec.Name, "pid", rec.Keeper.Pid)
+				continue
+			}
+			if errors.Is(err, session.ErrNotOurs) {
+				// Someone else's files stand where the shell's were:
+				// nothing was sent through them, and the shell is left
+				// alone (its record kept) until the next command or a
+				// kill settles it through its identity.
+				d.store.Update(rec.Name, func(r *store.Session) error {
+					r.State, r.Reason = store.Broken, err.Error()
+					return nil
+				})
+				d.cfg.Log.Warn("session broken: refused to take over its shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
 				continue
 			}
 			d.cfg.Log.Info("cannot take over shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
@@ -344,14 +359,23 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 	return session.Config{
 		Shell: rec.Shell, Dir: dir, Env: rec.Env, TrackEnv: true, RestoreOnReset: true, Isolation: d.cfg.Isolation,
 		HoldDir: d.holdDir(name),
-		OnStart: func(id corral.Identity) error {
+		OnHeld: func(id corral.Identity, f session.Fifos) error {
 			d.cfg.Log.Info("shell started", "session", name, "pid", id.Pid, "isolation", id.Isolation)
 			return d.store.Update(name, func(r *store.Session) error {
 				r.Keeper, r.State = store.KeeperOf(id), store.Up
+				r.Keeper.Fifos = &store.Fifos{Ctl: store.FileID(f.Ctl), Out: store.FileID(f.Out), Err: store.FileID(f.Err)}
 				return nil
 			})
 		},
 	}
+}
+
+// fifosOf is the recorded FIFOs of a held shell (zero if not recorded).
+func fifosOf(f *store.Fifos) session.Fifos {
+	if f == nil {
+		return session.Fifos{}
+	}
+	return session.Fifos{Ctl: session.FileID(f.Ctl), Out: session.FileID(f.Out), Err: session.FileID(f.Err)}
 }
 
 // nameLock returns the lock that orders creations and kills of name.
@@ -398,7 +422,7 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 			return nil, status.Errorf(codes.FailedPrecondition, "session %s is broken: %v (corral kill %s drops it)", name, err, name)
 		}
 	}
-	if err := os.MkdirAll(d.holdDir(name), 0o700); err != nil {
+	if _, err := statedir.Ensure(d.cfg.StateDir, "sessions", name); err != nil {
 		return nil, err
 	}
 	if s, err = session.New(d.sessionConfig(rec)); err != nil {

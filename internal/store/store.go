@@ -13,6 +13,10 @@
 //	env/
 //	    <name>         its environment, a JSON array of NAME=value
 //
+// A keeper's "fifos" (the identities of a held shell's FIFOs) is an
+// optional field added within version 2: records without it read with
+// none, and older corrals ignore it, so it needed no migration.
+//
 // Environments are kept apart because they are most of a record's bytes
 // and a listing needs none of them. Migrations run in order when a database
 // with an older version is opened (1 -> 2 moved the environments out); a
@@ -104,6 +108,23 @@ type Keeper struct {
 	Cgroup    string `json:"cgroup,omitempty"`
 	Marker    string `json:"marker,omitempty"`
 	Socket    string `json:"socket,omitempty"`
+	// Fifos identifies the FIFOs made for the shell, for a take-over to
+	// check that they are still those (absent in records of corrals
+	// before it: an optional JSON field, so no migration).
+	Fifos *Fifos `json:"fifos,omitempty"`
+}
+
+// Fifos identifies a held shell's command channel and output FIFOs.
+type Fifos struct {
+	Ctl FileID `json:"ctl"`
+	Out FileID `json:"out"`
+	Err FileID `json:"err"`
+}
+
+// FileID is a file's device and inode numbers.
+type FileID struct {
+	Dev uint64 `json:"dev"`
+	Ino uint64 `json:"ino"`
 }
 
 // KeeperOf is the record of a session's shell with identity id.
