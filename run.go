@@ -426,6 +426,9 @@ func startFailed(res *Result, err error) (*Result, error) {
 	switch {
 	case errors.Is(err, contain.ErrHold):
 		err = fmt.Errorf("%w: %w", ErrHook, err)
+	case errors.Is(err, ErrIsolation):
+		// Said already, and not the command's failure even if it wraps
+		// a permission error.
 	case errors.Is(err, contain.ErrUnsupported):
 		err = fmt.Errorf("%w: %w", ErrIsolation, err)
 	case errors.Is(err, fs.ErrNotExist):
