@@ -87,31 +87,38 @@ func parseRecord(rec string) (st Stack, labels string, ok bool) {
 	return st, labels, st.Count > 0 && len(st.Frames) > 0
 }
 
-// processLifetime lists the functions of goroutines that a package starts
-// once, the first time it is used, and that run for the life of the
-// process: they carry the label of whichever test happened to use the
-// package first, but no test owns them.
-var processLifetime = []string{
-	"runtime.",
-	"testing.",
-	"os/signal.loop ",
+// processLifetime lists the goroutines that a package starts once, the
+// first time it is used, and that run for the life of the process: they
+// carry the label of whichever test happened to use the package first, but
+// no test owns them. Each entry is a package prefix, or a package path and
+// the name of the function (its closures included, inlined or not) that
+// starts the goroutine.
+var processLifetime = []struct{ pkg, fn string }{
+	{"runtime.", ""},
+	{"testing.", ""},
+	{"os/signal.", "loop"},
 	// The pgroup backend's child subreaper loop (started with its first tree).
-	"github.com/corral-dev/corral/internal/contain.startReaper.",
+	{"github.com/corral-dev/corral/internal/contain.", "startReaper"},
 }
 
 // ignored reports whether a stack is not the test's to own: the calling
 // goroutine (it is writing the profile), or one whose outermost function
-// is a process-lifetime goroutine's (the testing package's runners, the
-// runtime's, those in processLifetime).
+// is a process-lifetime goroutine's.
 func ignored(st Stack) bool {
 	for _, f := range st.Frames {
 		if strings.HasPrefix(f, "runtime/pprof.writeGoroutine ") {
 			return true
 		}
 	}
-	outer := st.Frames[len(st.Frames)-1]
-	for _, p := range processLifetime {
-		if strings.HasPrefix(outer, p) {
+	outer, _, _ := strings.Cut(st.Frames[len(st.Frames)-1], " ")
+	for _, pl := range processLifetime {
+		name, ok := strings.CutPrefix(outer, pl.pkg)
+		if !ok {
+			continue
+		}
+		// "loop", "startReaper.func1.1", or inlined into a caller:
+		// "startPgroup.startReaper.func2.1".
+		if pl.fn == "" || name == pl.fn || strings.HasPrefix(name, pl.fn+".") || strings.Contains(name, "."+pl.fn+".") {
 			return true
 		}
 	}

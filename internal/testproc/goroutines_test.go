@@ -86,3 +86,21 @@ func TestLeakingChild(t *testing.T) {
 }
 
 func leakForever() { select {} }
+
+// TestProcessLifetimeGoroutinesIgnored: the subreaper loop is ignored in
+// both the forms the compiler gives its name (inlined under -race or
+// not), and a test's own goroutine is not.
+func TestProcessLifetimeGoroutinesIgnored(t *testing.T) {
+	for fn, want := range map[string]bool{
+		"github.com/corral-dev/corral/internal/contain.startReaper.func1.1":             true,
+		"github.com/corral-dev/corral/internal/contain.startPgroup.startReaper.func2.1": true,
+		"os/signal.loop":  true,
+		"testing.tRunner": true,
+		"github.com/corral-dev/corral.escalation.func1":                false,
+		"github.com/corral-dev/corral/internal/contain.startReaperish": false,
+	} {
+		if got := ignored(Stack{Count: 1, Frames: []string{fn + " /x.go:1"}}); got != want {
+			t.Errorf("ignored(%s) = %v, want %v", fn, got, want)
+		}
+	}
+}
