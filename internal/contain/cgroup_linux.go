@@ -218,7 +218,7 @@ func startCgroup(spec *Spec) (Tree, error) {
 	sys := &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 	r, ident, err := forkExec(spec, sys, Identity{Isolation: Cgroup, Cgroup: dir}, false, nil)
 	unix.Close(fd)
-	if err != nil && deniedEntry(err, spec.Path) {
+	if err != nil && deniedEntry(err, spec) {
 		// clone3 was refused the move into the cgroup, not exec the
 		// program (which we may run).
 		err = fmt.Errorf("%w: cannot start a process in cgroup %s: %w", ErrIsolation, dir, err)
@@ -237,12 +237,16 @@ func startCgroup(spec *Spec) (Tree, error) {
 	return &cgroupTree{ident: ident, dir: dir, root: r, termed: map[int]bool{}}, nil
 }
 
-// deniedEntry reports whether err, from starting path in a cgroup, is the
-// kernel refusing the cgroup rather than the program: a permission error
-// although we may execute path.
-func deniedEntry(err error, path string) bool {
-	return (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) &&
-		unix.Faccessat(unix.AT_FDCWD, path, unix.X_OK, unix.AT_EACCESS) == nil
+// deniedEntry reports whether err, from starting spec in a cgroup, is the
+// kernel refusing the cgroup rather than the program: fork/exec failed for
+// permission although we may execute the program and enter its directory.
+func deniedEntry(err error, spec *Spec) bool {
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe.Op != "fork/exec" || !(errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
+		return false
+	}
+	may := func(p string) bool { return unix.Faccessat(unix.AT_FDCWD, p, unix.X_OK, unix.AT_EACCESS) == nil }
+	return may(spec.Path) && (spec.Dir == "" || may(spec.Dir))
 }
 
 func (t *cgroupTree) Identity() Identity      { return t.ident }
