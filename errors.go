@@ -26,7 +26,7 @@ var (
 	ErrNotFound   = errors.New("command not found")
 	ErrNotExec    = errors.New("command cannot be executed")
 	ErrHook       = errors.New("start hook failed")
-	ErrIsolation  = errors.New("isolation not available")
+	ErrIsolation  = contain.ErrIsolation
 	ErrBadCommand = errors.New("invalid command")
 )
 

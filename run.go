@@ -212,7 +212,8 @@ func (c *Cmd) settleDescendants(ctx context.Context, tree contain.Tree, rl *rela
 	}
 	if c.Descendants == KillDescendants {
 		res.DescendantsKilled = len(members)
-		esc := escalation(ctx, rl, c.Escalate)
+		esc, stop := escalation(ctx, rl, c.Escalate)
+		defer stop()
 		return stopTree(tree, c.grace(), esc)
 	}
 	// KeepDetached: give the descendants the drain bound to let go of our
@@ -287,17 +288,27 @@ func (c *Cmd) drainOutput(tree contain.Tree, rl *relay, res *Result, recheck boo
 
 // escalation returns a channel closed when the caller's context ends, the
 // output limit is hit, or esc is closed: any of them ends a grace period.
-func escalation(ctx context.Context, rl *relay, esc <-chan struct{}) <-chan struct{} {
+// The caller calls stop once it no longer needs to know (the context may
+// never end): stop ends the goroutine that watches them and waits for it.
+func escalation(ctx context.Context, rl *relay, esc <-chan struct{}) (_ <-chan struct{}, stop func()) {
 	ch := make(chan struct{})
+	done := make(chan struct{})
+	exited := make(chan struct{})
 	go func() {
-		defer close(ch)
+		defer close(exited)
 		select {
 		case <-ctx.Done():
 		case <-rl.limitHit:
 		case <-esc:
+		case <-done:
+			return
 		}
+		close(ch)
 	}()
-	return ch
+	return ch, func() {
+		close(done)
+		<-exited
+	}
 }
 
 // stopTree stops the tree (see contain.Stop), wrapping a failure in
@@ -415,6 +426,9 @@ func startFailed(res *Result, err error) (*Result, error) {
 	switch {
 	case errors.Is(err, contain.ErrHold):
 		err = fmt.Errorf("%w: %w", ErrHook, err)
+	case errors.Is(err, ErrIsolation):
+		// Said already, and not the command's failure even if it wraps
+		// a permission error.
 	case errors.Is(err, contain.ErrUnsupported):
 		err = fmt.Errorf("%w: %w", ErrIsolation, err)
 	case errors.Is(err, fs.ErrNotExist):

@@ -13,24 +13,17 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral"
-	"github.com/corral-dev/corral/internal/contain"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 // isolations runs f once per containment backend available here: the suite
 // every backend must pass.
 func isolations(t *testing.T, f func(t *testing.T, iso corral.Isolation, mark string)) {
-	for _, iso := range []corral.Isolation{corral.IsolationCgroup, corral.IsolationPgroup} {
-		t.Run(string(iso), func(t *testing.T) {
-			if iso == corral.IsolationCgroup {
-				if _, err := contain.CgroupBase(); err != nil {
-					t.Skipf("no cgroup v2 here: %v", err)
-				}
-			}
-			mark := testproc.Guard(t, 60*time.Second)
-			f(t, iso, mark)
-		})
-	}
+	matrix.Isolations(t, func(t *testing.T, iso string) {
+		mark := testproc.Guard(t, 60*time.Second)
+		f(t, corral.Isolation(iso), mark)
+	})
 }
 
 func sh(iso corral.Isolation, mark, script string) *corral.Cmd {

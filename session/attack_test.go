@@ -54,7 +54,7 @@ func (s *spy) heard() string {
 // once the real FIFOs are back, the same shell is taken over and works.
 func TestAttachRefusesSwappedFifos(t *testing.T) {
 	mark := testproc.Guard(t, 60*time.Second)
-	u := testproc.ThrowawayUser(t)
+	u := testproc.NewUser(t)
 	cfg, _ := heldConfig(t, "bash", "", mark)
 	var fifos Fifos
 	var held corral.Identity

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 // bareShell is the baseline persistent shell: a shell reading commands on
@@ -58,6 +60,7 @@ func BenchmarkExecTrue(b *testing.B) {
 	for _, v := range []string{"bash", "dash", "bash-held", "dash-held"} {
 		b.Run(v, func(b *testing.B) {
 			sh, held := strings.CutSuffix(v, "-held")
+			matrix.NeedShell(b, sh)
 			cfg := Config{Shell: sh, Dir: os.TempDir()}
 			if held {
 				cfg.HoldDir = b.TempDir()

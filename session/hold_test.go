@@ -17,6 +17,7 @@ import (
 
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 // heldConfig is a held session's configuration; lastID returns the
@@ -60,13 +61,9 @@ func mustAttach(t *testing.T, cfg Config, id corral.Identity, last State) *Sessi
 
 // heldCases runs f for each shell and each Linux isolation.
 func heldCases(t *testing.T, f func(t *testing.T, sh string, iso corral.Isolation, mark string)) {
-	for _, sh := range []string{"bash", "dash"} {
-		for _, iso := range []corral.Isolation{corral.IsolationCgroup, corral.IsolationPgroup} {
-			t.Run(sh+"/"+string(iso), func(t *testing.T) {
-				f(t, sh, iso, testproc.Guard(t, 60*time.Second))
-			})
-		}
-	}
+	matrix.ShellsAndIsolations(t, func(t *testing.T, sh, iso string) {
+		f(t, sh, corral.Isolation(iso), testproc.Guard(t, 60*time.Second))
+	})
 }
 
 // TestHeldSessionOutlivesItsOwner: a held session let go in the middle of
@@ -143,7 +140,7 @@ func TestHeldSessionOutlivesItsOwner(t *testing.T) {
 // differs) is refused without a signal.
 func TestAttachToAGoneShell(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
-	cfg, lastID := heldConfig(t, "dash", "", mark)
+	cfg, lastID := heldConfig(t, matrix.Shell(t, "dash", "bash"), "", mark)
 	s := newSession(t, cfg, mark)
 	mustRun(t, s, "true")
 	held := lastID()
@@ -171,7 +168,7 @@ func TestAttachToAGoneShell(t *testing.T) {
 // command, do not wait for ever.
 func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
-	cfg, lastID := heldConfig(t, "bash", "", mark)
+	cfg, lastID := heldConfig(t, matrix.Shell(t, "bash"), "", mark)
 	s1 := newSession(t, cfg, mark)
 	mustRun(t, s1, "export KEPT=1")
 	last := s1.State()
@@ -208,7 +205,7 @@ func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 // where the last completed command left the session.
 func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
-	cfg, lastID := heldConfig(t, "bash", "", mark)
+	cfg, lastID := heldConfig(t, matrix.Shell(t, "bash"), "", mark)
 	cfg.RestoreOnReset = true
 	s1 := newSession(t, cfg, mark)
 	work := t.TempDir()
@@ -242,7 +239,7 @@ func TestAttachCancelsAnOrphanedCommand(t *testing.T) {
 // command channel one page, each output stream the default 16.
 func TestHeldFifosChargeLittle(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
-	cfg, _ := heldConfig(t, "dash", "", mark)
+	cfg, _ := heldConfig(t, matrix.Shell(t, "dash", "bash"), "", mark)
 	s := newSession(t, cfg, mark)
 	mustRun(t, s, "true")
 	for name, want := range map[string]int{ctlName: 4096, outName: 65536, errName: 65536} {

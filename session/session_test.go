@@ -18,28 +18,28 @@ import (
 
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 // shells runs f against a session of each shell the suite covers.
 func shells(t *testing.T, f func(t *testing.T, s *Session, mark string)) {
-	for _, sh := range []string{"bash", "dash"} {
-		t.Run(sh, func(t *testing.T) {
-			mark := testproc.Guard(t, 90*time.Second)
-			s := newSession(t, Config{Shell: sh}, mark)
-			f(t, s, mark)
-		})
-	}
+	matrix.Shells(t, func(t *testing.T, sh string) {
+		mark := testproc.Guard(t, 90*time.Second)
+		s := newSession(t, Config{Shell: sh}, mark)
+		f(t, s, mark)
+	})
 }
 
 // shellsAndHeld is shells, and again with held sessions (the daemon's).
 func shellsAndHeld(t *testing.T, f func(t *testing.T, s *Session, mark string)) {
-	for _, sh := range []string{"bash", "dash"} {
+	for _, sh := range matrix.AllShells {
 		for _, held := range []bool{false, true} {
 			name := sh
 			if held {
 				name += "-held"
 			}
 			t.Run(name, func(t *testing.T) {
+				matrix.NeedShell(t, sh)
 				mark := testproc.Guard(t, 90*time.Second)
 				cfg := Config{Shell: sh}
 				if held {
@@ -106,8 +106,9 @@ func TestCwdAndEnvPersist(t *testing.T) {
 }
 
 func TestTrackEnv(t *testing.T) {
-	for _, sh := range []string{"bash", "dash"} {
+	for _, sh := range matrix.AllShells {
 		t.Run(sh, func(t *testing.T) {
+			matrix.NeedShell(t, sh)
 			mark := testproc.Guard(t, 30*time.Second)
 			s := newSession(t, Config{Shell: sh, TrackEnv: true}, mark)
 			mustRun(t, s, `export ODD="a 'b' \"c\" \$d
@@ -448,10 +449,11 @@ func TestOutputLimitResets(t *testing.T) {
 }
 
 func TestEscapedProcessCannotHoldTheSession(t *testing.T) {
-	for _, iso := range []corral.Isolation{corral.IsolationCgroup, corral.IsolationPgroup} {
-		t.Run(string(iso), func(t *testing.T) {
+	for _, iso := range matrix.AllIsolations() {
+		t.Run(iso, func(t *testing.T) {
+			matrix.NeedIsolation(t, iso)
 			mark := testproc.Guard(t, 30*time.Second)
-			s := newSession(t, Config{Shell: "bash", Isolation: iso, Drain: 300 * time.Millisecond}, mark)
+			s := newSession(t, Config{Shell: matrix.Shell(t, "bash"), Isolation: corral.Isolation(iso), Drain: 300 * time.Millisecond}, mark)
 			start := time.Now()
 			if got := mustRun(t, s, "setsid sleep 60 & echo hi"); got != "hi\n" {
 				t.Fatalf("got %q", got)
@@ -501,11 +503,12 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("missing shell: %v", err)
 	}
 	mark := testproc.Guard(t, 30*time.Second)
-	s := newSession(t, Config{Shell: "dash"}, mark)
+	sh := matrix.Shell(t, "dash", "bash")
+	s := newSession(t, Config{Shell: sh}, mark)
 	if _, err := s.Exec(context.Background(), "echo a\x00b", Options{}); !errors.Is(err, ErrBadCommand) {
 		t.Fatalf("NUL byte: %v", err)
 	}
-	s2 := newSession(t, Config{Shell: "dash", Dir: "/no/such/dir"}, mark)
+	s2 := newSession(t, Config{Shell: sh, Dir: "/no/such/dir"}, mark)
 	if _, err := s2.Exec(context.Background(), "true", Options{}); err == nil {
 		t.Fatal("a shell in a missing directory started")
 	}
@@ -514,7 +517,7 @@ func TestBadInput(t *testing.T) {
 func TestRunOnce(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
 	var out bytes.Buffer
-	cfg := Config{Shell: "bash", Env: testproc.Env(mark), Dir: t.TempDir()}
+	cfg := Config{Shell: matrix.Shell(t, "bash"), Env: testproc.Env(mark), Dir: t.TempDir()}
 	r, err := RunOnce(context.Background(), cfg, "cd /; echo $PWD", Options{Stdout: &out})
 	if err != nil || out.String() != "/\n" {
 		t.Fatalf("%+v %v %q", r, err, out.String())

@@ -839,12 +839,16 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Pid           int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
-	Socket        string                 `protobuf:"bytes,2,opt,name=socket,proto3" json:"socket,omitempty"`
-	StateDir      string                 `protobuf:"bytes,3,opt,name=state_dir,json=stateDir,proto3" json:"state_dir,omitempty"`
-	Sessions      int32                  `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
-	StartedUnix   int64                  `protobuf:"varint,5,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Pid         int32                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Socket      string                 `protobuf:"bytes,2,opt,name=socket,proto3" json:"socket,omitempty"`
+	StateDir    string                 `protobuf:"bytes,3,opt,name=state_dir,json=stateDir,proto3" json:"state_dir,omitempty"`
+	Sessions    int32                  `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	StartedUnix int64                  `protobuf:"varint,5,opt,name=started_unix,json=startedUnix,proto3" json:"started_unix,omitempty"`
+	// isolation is how the daemon contains the shells of the sessions it
+	// creates and its oneshots (cgroup, pgroup, job: auto resolved); a
+	// session taken over from an earlier daemon keeps its own.
+	Isolation     string `protobuf:"bytes,30,opt,name=isolation,proto3" json:"isolation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -912,6 +916,13 @@ func (x *StatusResponse) GetStartedUnix() int64 {
 		return x.StartedUnix
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
 }
 
 type StopRequest struct {
@@ -1051,13 +1062,14 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\x03all\x18\x02 \x01(\bR\x03all\"&\n" +
 	"\fKillResponse\x12\x16\n" +
 	"\x06killed\x18\x01 \x03(\tR\x06killed\"\x0f\n" +
-	"\rStatusRequest\"\x96\x01\n" +
+	"\rStatusRequest\"\xb4\x01\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x05R\x03pid\x12\x16\n" +
 	"\x06socket\x18\x02 \x01(\tR\x06socket\x12\x1b\n" +
 	"\tstate_dir\x18\x03 \x01(\tR\bstateDir\x12\x1a\n" +
 	"\bsessions\x18\x04 \x01(\x05R\bsessions\x12!\n" +
-	"\fstarted_unix\x18\x05 \x01(\x03R\vstartedUnix\"\r\n" +
+	"\fstarted_unix\x18\x05 \x01(\x03R\vstartedUnix\x12\x1c\n" +
+	"\tisolation\x18\x1e \x01(\tR\tisolation\"\r\n" +
 	"\vStopRequest\"\x0e\n" +
 	"\fStopResponse2\xaf\x02\n" +
 	"\x06Daemon\x12;\n" +

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 // corralBin is the corral binary built once for these tests.
@@ -184,8 +185,9 @@ func TestRunStreamsAndPassesStdin(t *testing.T) {
 }
 
 func TestRunSignalsStopTheTree(t *testing.T) {
-	for _, iso := range []string{"cgroup", "pgroup"} {
+	for _, iso := range matrix.AllIsolations() {
 		t.Run(iso, func(t *testing.T) {
+			matrix.NeedIsolation(t, iso)
 			mark := testproc.Guard(t, 60*time.Second)
 			state := t.TempDir()
 			for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP, syscall.SIGINT} {
@@ -242,8 +244,9 @@ func startOrphan(t *testing.T, mark, state, iso string) []int {
 }
 
 func TestReapAfterCorralIsKilled(t *testing.T) {
-	for _, iso := range []string{"cgroup", "pgroup"} {
+	for _, iso := range matrix.AllIsolations() {
 		t.Run(iso, func(t *testing.T) {
+			matrix.NeedIsolation(t, iso)
 			mark := testproc.Guard(t, 60*time.Second)
 			state := t.TempDir()
 			tree := startOrphan(t, mark, state, iso)

@@ -24,7 +24,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
@@ -237,10 +236,11 @@ state directory), and the next daemon takes it over.`,
 				}
 				if asJSON {
 					return json.NewEncoder(stdout).Encode(map[string]any{"pid": st.Pid, "socket": st.Socket,
-						"state_dir": st.StateDir, "sessions": st.Sessions, "started": time.Unix(st.StartedUnix, 0).UTC()})
+						"state_dir": st.StateDir, "sessions": st.Sessions, "started": time.Unix(st.StartedUnix, 0).UTC(),
+						"isolation": st.Isolation})
 				}
-				fmt.Fprintf(stdout, "pid %d, socket %s, state %s, %d sessions, up since %s\n", st.Pid, st.Socket,
-					st.StateDir, st.Sessions, time.Unix(st.StartedUnix, 0).Format(time.RFC3339))
+				fmt.Fprintf(stdout, "pid %d, socket %s, state %s, %d sessions, up since %s, isolation %s\n", st.Pid, st.Socket,
+					st.StateDir, st.Sessions, time.Unix(st.StartedUnix, 0).Format(time.RFC3339), st.Isolation)
 				return nil
 			}
 		},
@@ -250,13 +250,11 @@ state directory), and the next daemon takes it over.`,
 }
 
 func runDaemon(dir string) error {
-	iso := os.Getenv("CORRAL_ISOLATION")
-	switch iso {
-	case "", "auto", "cgroup", "pgroup", "job":
-	default:
-		return usageErr("CORRAL_ISOLATION: want auto, cgroup, pgroup or job, got %q", iso)
+	iso, err := isolationOf("", false)
+	if err != nil {
+		return err
 	}
-	d, err := daemon.Open(daemon.Config{StateDir: dir, Isolation: corral.Isolation(iso),
+	d, err := daemon.Open(daemon.Config{StateDir: dir, Isolation: iso,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
 		code := exitInternal
@@ -354,11 +352,21 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		start.Cwd = abs
 		start.Command = "cd -- '" + strings.ReplaceAll(abs, "'", `'\''`) + "' && {\n" + start.Command + "\n}"
 	}
-	conn, _, _, err := connect(true)
+	conn, dc, _, err := connect(true)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	if os.Getenv(isolationEnv) != "" {
+		// Asked for an isolation: make sure the daemon gives it.
+		st, err := dc.Status(context.Background(), &pb.StatusRequest{})
+		if err != nil {
+			return rpcErr(err)
+		}
+		if err := checkDaemonIsolation(st.Isolation, st.Pid); err != nil {
+			return err
+		}
+	}
 	// As corral run: the first SIGINT, SIGTERM or SIGHUP stops the command
 	// (SIGTERM, the session's grace, SIGKILL) and this client waits for
 	// its tree to be gone and prints the result; a second SIGINT kills it

@@ -28,6 +28,7 @@ import (
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 // daemonEnv is one test's state directory and marker; cleanup kills every
@@ -393,8 +394,9 @@ func TestDaemonClientKilledMidCommand(t *testing.T) {
 }
 
 func TestDaemonKilledSessionsSurvive(t *testing.T) {
-	for _, iso := range []string{"cgroup", "pgroup"} {
+	for _, iso := range matrix.AllIsolations() {
 		t.Run(iso, func(t *testing.T) {
+			matrix.NeedIsolation(t, iso)
 			t.Setenv("CORRAL_ISOLATION", iso) // inherited by the daemon the CLI starts
 			testKilledSessionsSurvive(t, iso)
 		})
@@ -475,8 +477,9 @@ func shellIsolation(t *testing.T, pid int) string {
 // job, a setsid child) is killed by the next daemon through its record.
 // It is contained as the daemon's sessions are (CORRAL_ISOLATION).
 func TestDaemonReapsOneshotOrphans(t *testing.T) {
-	for _, iso := range []string{"cgroup", "pgroup"} {
+	for _, iso := range matrix.AllIsolations() {
 		t.Run(iso, func(t *testing.T) {
+			matrix.NeedIsolation(t, iso)
 			t.Setenv("CORRAL_ISOLATION", iso)
 			e := newDaemonEnv(t)
 			pidFile := filepath.Join(t.TempDir(), "pids")

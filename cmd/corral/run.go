@@ -24,6 +24,7 @@ type runFlags struct {
 	maxOutput             string
 	keepDetached          bool
 	isolation             string
+	isolationSet          bool // --isolation was given: it overrides $CORRAL_ISOLATION
 	result                string
 	noRecord              bool
 }
@@ -42,6 +43,7 @@ and a record of the tree is kept in the state directory while it runs so
 that 'corral reap' can kill it if corral itself is killed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.isolationSet = cmd.Flags().Changed("isolation")
 			return runMain(&f, args, stdin, stdout, stderr)
 		},
 	}
@@ -52,7 +54,7 @@ that 'corral reap' can kill it if corral itself is killed.`,
 	fl.DurationVar(&f.drain, "drain", corral.DefaultDrain, "how long to read output held open after the command exits")
 	fl.StringVar(&f.maxOutput, "max-output", "", "kill the tree once stdout+stderr pass this size (e.g. 10MiB)")
 	fl.BoolVar(&f.keepDetached, "keep-detached", false, "let descendants that released stdio outlive the command")
-	fl.StringVar(&f.isolation, "isolation", "auto", "containment: auto, cgroup, pgroup (Linux), job (Windows)")
+	fl.StringVar(&f.isolation, "isolation", "auto", "containment: auto, cgroup, pgroup (Linux), job (Windows); default $"+isolationEnv+", else auto")
 	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file")
 	fl.BoolVar(&f.noRecord, "no-record", false, "keep no crash record (then 'corral reap' cannot find the tree)")
 	return c
@@ -83,12 +85,11 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	if f.keepDetached {
 		cmd.Descendants = corral.KeepDetached
 	}
-	switch f.isolation {
-	case "auto", "cgroup", "pgroup", "job":
-		cmd.Isolation = corral.Isolation(f.isolation)
-	default:
-		return usageErr("--isolation: want auto, cgroup, pgroup or job, got %q", f.isolation)
+	iso, err := isolationOf(f.isolation, f.isolationSet)
+	if err != nil {
+		return err
 	}
+	cmd.Isolation = iso
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	// On a terminal, hand it to the command while it runs, or a command
 	// that reads it would be stopped (SIGTTIN) for reading from a
@@ -219,13 +220,16 @@ func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
 		code, msg = exitStdioHeld, fmt.Sprintf("processes %v held stdout/stderr past the drain bound; killed", res.StdioHeldBy)
 	case corral.OutcomeStartFailed:
 		code = exitInternal
+		msg = res.Error
 		switch {
+		case errors.Is(err, corral.ErrIsolation):
+			// Not the command's failure, whatever it wraps.
+			msg += "; to run without a cgroup: --isolation pgroup or " + isolationEnv + "=pgroup"
 		case errors.Is(err, corral.ErrNotFound):
 			code = exitNotFound
 		case errors.Is(err, corral.ErrNotExec):
 			code = exitNotExec
 		}
-		msg = res.Error
 	}
 	if res.DrainCutOff {
 		msg = joinMsg(msg, fmt.Sprintf("output still held open after %v; stopped reading (drain cut off)", "--drain"))

@@ -52,7 +52,7 @@ func corralAt(t *testing.T, mark, state string, env []string, args ...string) (s
 // runs/ before refusing it.)
 func TestStateDirPlantedByAnotherUser(t *testing.T) {
 	mark := testproc.Guard(t, 60*time.Second)
-	u := testproc.ThrowawayUser(t)
+	u := testproc.NewUser(t)
 	pub := arena(t)
 	etc := filepath.Join(t.TempDir(), "etc") // stands in for /etc
 	os.Mkdir(etc, 0o755)
@@ -102,7 +102,7 @@ func TestStateDirPlantedByAnotherUser(t *testing.T) {
 // FIFOs by path and sent the prelude and a resynchronisation through the
 // other user's FIFO, which could answer with forged markers.)
 func TestTakeoverRefusesSwappedFifos(t *testing.T) {
-	u := testproc.ThrowawayUser(t)
+	u := testproc.NewUser(t)
 	e := newDaemonEnvAt(t, filepath.Join(t.TempDir(), "state"))
 	for _, s := range []string{"open", "swapped", "fine"} {
 		if _, rc := e.exec(s, "export V="+s); rc != 0 {

@@ -25,30 +25,102 @@ const CgroupRootEnv = "CORRAL_CGROUP_ROOT"
 
 // cgroupBase is the cgroup under which every tree's cgroup is made:
 // $CORRAL_CGROUP_ROOT, else "corral" under our own cgroup in the cgroup2
-// mount found in /proc/self/mountinfo.
+// mount found in /proc/self/mountinfo. It is usable only if it is
+// delegated to us (see delegated): a "corral" cgroup that root made is
+// not, for anyone else.
 var cgroupBase = sync.OnceValues(func() (string, error) {
+	mnt, err := cgroup2Mount()
+	if err != nil {
+		return "", err
+	}
+	self, err := selfCgroup()
+	if err != nil {
+		return "", err
+	}
+	selfDir := filepath.Join(mnt, self)
 	base := os.Getenv(CgroupRootEnv)
 	if base == "" {
-		mnt, err := cgroup2Mount()
-		if err != nil {
-			return "", err
+		base = filepath.Join(selfDir, "corral")
+	}
+	base = filepath.Clean(base)
+	// Moving a process between two cgroups takes write access to the
+	// cgroup.procs of their nearest common ancestor: our own cgroup's
+	// for a base below it. Look before making anything.
+	if !within(base, mnt) {
+		return "", fmt.Errorf("cgroup %s: not in the cgroup2 hierarchy mounted at %s: %w", base, mnt, ErrUnsupported)
+	}
+	if anc := commonAncestor(selfDir, base); anc != base {
+		if err := writable(filepath.Join(anc, "cgroup.procs")); err != nil {
+			return "", notDelegated(base, err)
 		}
-		self, err := selfCgroup()
-		if err != nil {
-			return "", err
-		}
-		base = filepath.Join(mnt, self, "corral")
 	}
 	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", fmt.Errorf("cgroup %s: %w", base, err)
+		return "", notDelegated(base, err)
 	}
 	for _, f := range []string{"cgroup.kill", "cgroup.freeze", "cgroup.events"} {
 		if _, err := os.Stat(filepath.Join(base, f)); err != nil {
 			return "", fmt.Errorf("cgroup %s lacks %s (kernel before 5.14?): %w", base, f, ErrUnsupported)
 		}
 	}
+	if err := delegated(base); err != nil {
+		return "", notDelegated(base, err)
+	}
 	return base, nil
 })
+
+// delegated checks that we may use the cgroup dir as the parent of our
+// trees, as a cgroup delegated to us (systemd's Delegate=yes) allows:
+// make cgroups in it, and write its cgroup.procs (the common ancestor of
+// a tree's cgroup and the "released" cgroup beside it) and its
+// cgroup.subtree_control (to hand controllers such as pids down).
+func delegated(dir string) error {
+	for _, p := range []string{dir, filepath.Join(dir, "cgroup.procs"), filepath.Join(dir, "cgroup.subtree_control")} {
+		if err := writable(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writable reports, as an error naming the path and its owner, whether
+// our effective uid may write path (and search it, for a directory).
+func writable(path string) error {
+	mode := uint32(unix.W_OK)
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		mode |= unix.X_OK
+	}
+	if err := unix.Faccessat(unix.AT_FDCWD, path, mode, unix.AT_EACCESS); err != nil {
+		return fmt.Errorf("%s (owned by uid %d) is not writable by uid %d: %w", path, st.Uid, os.Geteuid(), err)
+	}
+	return nil
+}
+
+// notDelegated wraps why the cgroup base cannot be used in ErrIsolation,
+// with what to do about it.
+func notDelegated(base string, err error) error {
+	return fmt.Errorf("%w: no cgroup usable by uid %d under %s: %w; delegate a cgroup to this user (run under "+
+		"'systemd-run --user --scope -p Delegate=yes', or set %s to a cgroup directory it owns), or use pgroup isolation",
+		ErrIsolation, os.Geteuid(), base, err, CgroupRootEnv)
+}
+
+// commonAncestor returns the nearest directory that is a or above it, and
+// b or above it.
+func commonAncestor(a, b string) string {
+	for p := a; ; p = filepath.Dir(p) {
+		if within(b, p) || p == filepath.Dir(p) {
+			return p
+		}
+	}
+}
+
+// within reports whether path is dir or below it (both clean).
+func within(path, dir string) bool {
+	return path == dir || strings.HasPrefix(path, strings.TrimSuffix(dir, "/")+"/")
+}
 
 // CgroupBase returns the cgroup directory under which trees are created, or
 // an error saying why cgroup isolation is not available.
@@ -136,7 +208,7 @@ func startCgroup(spec *Spec) (Tree, error) {
 	}
 	dir := filepath.Join(base, "t-"+newTreeID())
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, fmt.Errorf("%w: cgroup: %w", ErrIsolation, err)
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -146,6 +218,11 @@ func startCgroup(spec *Spec) (Tree, error) {
 	sys := &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 	r, ident, err := forkExec(spec, sys, Identity{Isolation: Cgroup, Cgroup: dir}, false, nil)
 	unix.Close(fd)
+	if err != nil && deniedEntry(err, spec) {
+		// clone3 was refused the move into the cgroup, not exec the
+		// program (which we may run).
+		err = fmt.Errorf("%w: cannot start a process in cgroup %s: %w", ErrIsolation, dir, err)
+	}
 	if err != nil {
 		// Whatever ran (a held root that was killed) is gone; make sure,
 		// and remove the cgroup as Close would (retrying while the kernel
@@ -158,6 +235,18 @@ func startCgroup(spec *Spec) (Tree, error) {
 		return nil, err
 	}
 	return &cgroupTree{ident: ident, dir: dir, root: r, termed: map[int]bool{}}, nil
+}
+
+// deniedEntry reports whether err, from starting spec in a cgroup, is the
+// kernel refusing the cgroup rather than the program: fork/exec failed for
+// permission although we may execute the program and enter its directory.
+func deniedEntry(err error, spec *Spec) bool {
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe.Op != "fork/exec" || !(errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
+		return false
+	}
+	may := func(p string) bool { return unix.Faccessat(unix.AT_FDCWD, p, unix.X_OK, unix.AT_EACCESS) == nil }
+	return may(spec.Path) && (spec.Dir == "" || may(spec.Dir))
 }
 
 func (t *cgroupTree) Identity() Identity      { return t.ident }

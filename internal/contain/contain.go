@@ -54,6 +54,10 @@ var (
 	// ErrHold marks an error returned by the hold hook: the child was
 	// killed before it ran its first instruction.
 	ErrHold = errors.New("start hook failed")
+	// ErrIsolation marks a failure of the isolation itself, not of the
+	// command: the backend cannot contain a tree here, for this user (a
+	// cgroup not delegated to it, say). Nothing of the command ran.
+	ErrIsolation = errors.New("isolation not available")
 )
 
 // Identity is what identifies a tree durably, before its root has run.

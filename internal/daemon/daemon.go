@@ -713,8 +713,12 @@ func (d *Daemon) kill(name string) error {
 // Status describes the daemon.
 func (d *Daemon) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	n, _ := d.store.Count()
+	iso := d.cfg.Isolation
+	if iso == "" || iso == corral.IsolationAuto {
+		iso = corral.BestIsolation() // what a new session's shell gets
+	}
 	return &pb.StatusResponse{Pid: int32(os.Getpid()), Socket: SocketPath(d.cfg.StateDir),
-		StateDir: d.cfg.StateDir, Sessions: int32(n), StartedUnix: d.started.Unix()}, nil
+		StateDir: d.cfg.StateDir, Sessions: int32(n), StartedUnix: d.started.Unix(), Isolation: string(iso)}, nil
 }
 
 // Stop ends Serve after answering; sessions and records stay.

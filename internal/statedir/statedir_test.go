@@ -18,7 +18,7 @@ import (
 // can change. It returns the arena and an attacker.
 func attackerArena(t *testing.T) (string, testproc.User, string) {
 	mark := testproc.Guard(t, 30*time.Second)
-	u := testproc.ThrowawayUser(t)
+	u := testproc.NewUser(t)
 	base := t.TempDir()
 	for _, d := range []string{filepath.Dir(base), base} {
 		if err := os.Chmod(d, 0o711); err != nil {

@@ -1,10 +1,18 @@
 // Package testproc gives tests that start processes a marker to find them
-// by, a watchdog, and a check that nothing they started survives.
+// by, a watchdog, and a check that nothing they started survives: no
+// process and no goroutine.
 //
 // A test calls Guard, puts the returned NAME=value entry in the environment
 // of everything it starts, and is failed at cleanup if any live process
 // still carries it. Survivors are then killed by pid: they carry this
 // test's own random marker, so they are the test's own processes.
+//
+// Goroutines are marked the same way, with a profiler label that the
+// runtime hands down from a goroutine to every goroutine it starts: Guard
+// labels the test's goroutine, and at cleanup the test fails, with their
+// stacks, if goroutines carrying its label are still running after a
+// bounded settle. Goroutines of other tests, of the runtime and of the
+// testing package are not counted.
 package testproc
 
 import (
@@ -38,11 +46,18 @@ func Guard(t testing.TB, limit time.Duration) string {
 		fmt.Fprintf(os.Stderr, "watchdog: %s ran over %v\n%s", name, limit, buf[:n])
 		os.Exit(3)
 	})
+	labelGoroutine(kv)
 	t.Cleanup(func() {
 		dog.Stop()
 		if left := settle(kv, 2*time.Second); len(left) > 0 {
 			killAll(kv)
 			t.Errorf("processes survived the test: %v", left)
+		}
+		// After the processes: a goroutine waiting for one of them
+		// ends once it is gone.
+		if leaked := settleGoroutines(kv, GoroutineSettle); len(leaked) > 0 {
+			t.Errorf("%d goroutines started by the test still run %v after it ended:\n%s",
+				count(leaked), GoroutineSettle, formatStacks(leaked))
 		}
 	})
 	return kv

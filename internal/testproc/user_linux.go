@@ -11,29 +11,29 @@ import (
 	"testing"
 )
 
-// User is a throwaway local user made for one test: another uid to play an
-// attacker (or a stranger) with.
+// User is a throwaway user made for one test.
 type User struct {
 	Name     string
 	Uid, Gid int
 }
 
-// ThrowawayUser creates a system user with a random name and no home
-// (useradd -M -r) and deletes it (userdel) at cleanup. It skips the test,
-// saying why, unless the test runs as root with useradd available.
-func ThrowawayUser(t testing.TB) User {
+// NewUser creates a system user with a random name and no home directory
+// (useradd -M -r) and deletes it at cleanup; it skips the test unless we
+// are root. Call it before Guard, so that the user's processes are gone
+// (Guard's cleanup kills survivors) by the time it is deleted.
+func NewUser(t testing.TB) User {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a second user (useradd)")
+		t.Skip("needs root, to create a second user")
 	}
 	if _, err := exec.LookPath("useradd"); err != nil {
-		t.Skip("no useradd to create a second user")
+		t.Skipf("no useradd here: %v", err)
 	}
-	var b [5]byte
+	var b [4]byte
 	rand.Read(b[:])
-	name := "crltest" + hex.EncodeToString(b[:])
-	if out, err := exec.Command("useradd", "-M", "-r", "-s", "/bin/sh", name).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a second user: useradd: %v: %s", err, out)
+	name := "corral-t" + hex.EncodeToString(b[:])
+	if out, err := exec.Command("useradd", "-M", "-r", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		t.Fatalf("useradd %s: %v: %s", name, err, out)
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("userdel", name).CombinedOutput(); err != nil {
@@ -49,6 +49,30 @@ func ThrowawayUser(t testing.TB) User {
 	return User{Name: name, Uid: uid, Gid: gid}
 }
 
+// Credential makes a command run as the user, with no supplementary
+// groups.
+func (u User) Credential() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.Uid), Gid: uint32(u.Gid), Groups: []uint32{}}}
+}
+
+// Dir makes a directory owned by the user (mode 0700) under a fresh
+// temporary directory that the user can reach, removed at cleanup.
+func (u User) Dir(t testing.TB) string {
+	t.Helper()
+	parent := TempDir(t)
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	d := parent + "/" + u.Name
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(d, u.Uid, u.Gid); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // Run runs a shell script as u (no supplementary groups), with env, and
 // fails the test if it fails.
 func (u User) Run(t testing.TB, env []string, script string) {
@@ -56,7 +80,7 @@ func (u User) Run(t testing.TB, env []string, script string) {
 	c := exec.Command("/bin/sh", "-c", script)
 	c.Env = env
 	c.Dir = "/"
-	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.Uid), Gid: uint32(u.Gid), Groups: []uint32{}}}
+	c.SysProcAttr = u.Credential()
 	if out, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("as %s: %s: %v: %s", u.Name, script, err, out)
 	}
