@@ -331,13 +331,13 @@ func issue(dir string, id Identity, notBefore, notAfter time.Time, out string) (
 	if err != nil {
 		return Issued{}, err
 	}
+	if err := makeDir(out); err != nil {
+		return Issued{}, err
+	}
 	// Recorded before it is handed out: a certificate that exists is one
 	// Revoke can find.
 	idx.Issued = append(idx.Issued, cli.issued)
 	if err := writeIndex(dir, idx); err != nil {
-		return Issued{}, err
-	}
-	if err := makeDir(out); err != nil {
 		return Issued{}, err
 	}
 	if err := writeFile(filepath.Join(out, ClientKeyFile), cli.keyPEM, 0o600, false); err != nil {
