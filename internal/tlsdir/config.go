@@ -28,7 +28,7 @@ import (
 //
 // A refused handshake's error is classified by RefusalReason.
 func ServerConfig(dir string) (*tls.Config, error) {
-	if err := checkDir(dir); err != nil {
+	if err := checkReadDir(dir); err != nil {
 		return nil, err
 	}
 	pool, ca, err := readPool(filepath.Join(dir, CAFile))
@@ -63,7 +63,7 @@ func ServerConfig(dir string) (*tls.Config, error) {
 // by Init or by Issue) to reach serverName, a DNS name or IP address the
 // server certificate is valid for.
 func ClientConfig(dir, serverName string) (*tls.Config, error) {
-	if err := checkDir(dir); err != nil {
+	if err := checkReadDir(dir); err != nil {
 		return nil, err
 	}
 	pool, _, err := readPool(filepath.Join(dir, CAFile))

@@ -77,6 +77,25 @@ func checkDir(dir string) error {
 	return nil
 }
 
+// checkReadDir refuses a directory credentials are read from if others
+// could replace its files (writable by group or others, without the sticky
+// bit): a replaced ca.pem or crl.pem would let anyone in. Unlike checkDir it
+// follows a symlink and allows a directory others may enter (a mounted
+// secret volume often is one): the key files are checked on their own.
+func checkReadDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory: %w", dir, ErrUnsafe)
+	}
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o022 != 0 && fi.Mode()&fs.ModeSticky == 0 {
+		return fmt.Errorf("%s is writable by others (mode %04o): %w", dir, fi.Mode().Perm(), ErrUnsafe)
+	}
+	return nil
+}
+
 // readKey reads a private key file, refusing one others can read.
 func readKey(path string) ([]byte, error) {
 	f, err := os.Open(path)

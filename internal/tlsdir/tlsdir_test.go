@@ -17,9 +17,10 @@ import (
 
 // outcome is what the test server learnt of one connection.
 type outcome struct {
-	reason Reason
-	id     Identity
-	err    error
+	reason  Reason
+	id      Identity
+	err     error
+	resumed bool
 }
 
 // server is a TLS server on 127.0.0.1 that handshakes each connection with
@@ -57,6 +58,7 @@ func serve(t testing.TB, cfg *tls.Config) *server {
 				o := outcome{reason: RefusalReason(err), err: err}
 				if err == nil {
 					o.id, o.err = PeerIdentity(tc.ConnectionState())
+					o.resumed = tc.ConnectionState().DidResume
 					if o.err == nil {
 						fmt.Fprintf(tc, "%s ro=%v\n", o.id.Name, o.id.ReadOnly)
 					}
@@ -411,8 +413,53 @@ func TestFilesAndPermissions(t *testing.T) {
 	}
 	link := filepath.Join(t.TempDir(), "link")
 	os.Symlink(ca, link)
-	if _, err := ServerConfig(link); !errors.Is(err, ErrUnsafe) {
-		t.Fatalf("ServerConfig through a symlink: %v, want ErrUnsafe", err)
+	if _, err := Issue(link, "x", IssueOptions{}, filepath.Join(t.TempDir(), "x")); !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("Issue through a symlink: %v, want ErrUnsafe", err)
+	}
+	// Credentials are read through a symlink and from a directory others
+	// may enter (a mounted secret), not from one others may write to.
+	if _, err := ServerConfig(link); err != nil {
+		t.Fatalf("ServerConfig through a symlink: %v", err)
+	}
+	os.Chmod(ca, 0o755)
+	if _, err := ServerConfig(ca); err != nil {
+		t.Fatalf("ServerConfig in a 0755 directory: %v", err)
+	}
+	os.Chmod(ca, 0o775)
+	if _, err := ServerConfig(ca); !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("ServerConfig in a 0775 directory: %v, want ErrUnsafe", err)
+	}
+	os.Chmod(ca, 0o700)
+	os.Chmod(filepath.Join(ca, ServerKeyFile), 0o640)
+	if _, err := ServerConfig(ca); !errors.Is(err, ErrUnsafe) {
+		t.Fatalf("ServerConfig with a 0640 key: %v, want ErrUnsafe", err)
+	}
+}
+
+func TestConcurrentIssuesAllRecorded(t *testing.T) {
+	ca := newCA(t, InitOptions{})
+	base := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("c%d", i)
+			_, err := Issue(ca, name, IssueOptions{}, filepath.Join(base, name))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := List(ca)
+	if err != nil || len(list) != 9 {
+		t.Fatalf("index holds %d certificates (%v), want admin and 8 issued at once", len(list), err)
 	}
 }
 
@@ -438,4 +485,23 @@ func TestBadInput(t *testing.T) {
 	if _, err := Issue(filepath.Join(t.TempDir(), "none"), "x", IssueOptions{}, filepath.Join(t.TempDir(), "c")); err == nil {
 		t.Error("Issue from a directory without a CA succeeded")
 	}
+}
+
+// TestRevokedClientCannotResume checks that a session ticket issued before
+// a revocation does not let the client back in: the check runs on resumed
+// handshakes too.
+func TestRevokedClientCannotResume(t *testing.T) {
+	ca := newCA(t, InitOptions{})
+	s := serve(t, serverConfig(t, ca))
+	cfg := clientConfig(t, issueTo(t, ca, "roamer", IssueOptions{}))
+	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	expectAccepted(t, s, cfg, Identity{Name: "roamer"})
+	got, err := talk(s.addr, cfg)
+	if o := s.next(t); err != nil || o.err != nil || !o.resumed {
+		t.Fatalf("second connection: %q, %v, %+v; want a resumed session", got, err, o)
+	}
+	if _, err := Revoke(ca, "roamer"); err != nil {
+		t.Fatal(err)
+	}
+	expectRefused(t, s, cfg, ReasonRevoked)
 }
