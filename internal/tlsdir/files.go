@@ -71,6 +71,9 @@ func checkDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("%s is not a directory (a symlink or a file): %w", dir, ErrUnsafe)
 	}
+	if uid, ok := foreign(fi); ok {
+		return fmt.Errorf("%s belongs to uid %d, not to us (%d): %w", dir, uid, os.Geteuid(), ErrUnsafe)
+	}
 	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
 		return fmt.Errorf("%s is open to others (mode %04o; want 0700): %w", dir, fi.Mode().Perm(), ErrUnsafe)
 	}

@@ -13,3 +13,11 @@ func inode(fi os.FileInfo) uint64 {
 	}
 	return 0
 }
+
+// foreign reports whether fi belongs to a user other than this process's.
+func foreign(fi os.FileInfo) (uid int, ok bool) {
+	if st, isStat := fi.Sys().(*syscall.Stat_t); isStat && int(st.Uid) != os.Geteuid() {
+		return int(st.Uid), true
+	}
+	return 0, false
+}

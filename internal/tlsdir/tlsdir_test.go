@@ -411,6 +411,15 @@ func TestFilesAndPermissions(t *testing.T) {
 	if err := Init(open, InitOptions{}); !errors.Is(err, ErrUnsafe) {
 		t.Fatalf("Init in a 0755 directory: %v, want ErrUnsafe", err)
 	}
+	if os.Geteuid() == 0 {
+		// Another user's directory, closed or not, is refused, not taken.
+		theirs := filepath.Join(t.TempDir(), "theirs")
+		os.Mkdir(theirs, 0o700)
+		os.Chown(theirs, 65534, 65534)
+		if err := Init(theirs, InitOptions{}); !errors.Is(err, ErrUnsafe) {
+			t.Fatalf("Init in a directory of uid 65534: %v, want ErrUnsafe", err)
+		}
+	}
 	link := filepath.Join(t.TempDir(), "link")
 	os.Symlink(ca, link)
 	if _, err := Issue(link, "x", IssueOptions{}, filepath.Join(t.TempDir(), "x")); !errors.Is(err, ErrUnsafe) {
