@@ -102,3 +102,19 @@ func verifyReason(err error) Reason {
 	}
 	return ReasonBadCert
 }
+
+// RefusedName returns the CommonName and serial of the certificate a
+// refused client presented, for the log line of a refusal; ok is false if
+// it presented none or the handshake failed before it did.
+func RefusedName(err error) (name string, serial *big.Int, ok bool) {
+	var r *Refusal
+	if errors.As(err, &r) && r.Serial != nil {
+		return r.Name, r.Serial, true
+	}
+	var cv *tls.CertificateVerificationError
+	if errors.As(err, &cv) && len(cv.UnverifiedCertificates) > 0 {
+		leaf := cv.UnverifiedCertificates[0]
+		return leaf.Subject.CommonName, leaf.SerialNumber, true
+	}
+	return "", nil, false
+}

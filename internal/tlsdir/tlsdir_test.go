@@ -160,6 +160,10 @@ func expectRefused(t *testing.T, s *server, cfg *tls.Config, reason Reason) {
 	if o.reason != reason {
 		t.Fatalf("server: reason %q (%v), want %q", o.reason, o.err, reason)
 	}
+	name, _, named := RefusedName(o.err)
+	if presented := len(cfg.Certificates) > 0 || cfg.GetClientCertificate != nil; named != (presented && reason != ReasonHandshake && reason != ReasonNoCertificate) {
+		t.Errorf("RefusedName: %q, %v for a %q refusal", name, named, reason)
+	}
 	if err == nil {
 		t.Fatalf("client read %q: it was let in", got)
 	}
@@ -220,6 +224,10 @@ func TestRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		expectRefused(t, s, clientConfig(t, out), ReasonExpired)
+		talk(s.addr, clientConfig(t, out))
+		if name, _, _ := RefusedName(s.next(t).err); name != "old" {
+			t.Fatalf("RefusedName of an expired certificate: %q, want \"old\"", name)
+		}
 	})
 	t.Run("not yet valid", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "future")
