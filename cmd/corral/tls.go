@@ -16,7 +16,7 @@ import (
 
 func tlsCommand(stdout io.Writer) *cobra.Command {
 	c := &cobra.Command{
-		Use:   "tls init|issue|revoke|ls",
+		Use:   "tls",
 		Short: "Make the certificates of remote corral: a CA, the daemon's, clients'",
 		Long: `Make and revoke the credentials a daemon serving over TCP and its clients
 authenticate each other with (mutual TLS 1.3, Ed25519 keys).
