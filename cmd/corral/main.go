@@ -62,6 +62,7 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
 	root.AddCommand(runCommand(stdin, stdout, stderr), reapCommand(stdout),
 		execCommand(stdin, stdout, stderr), lsCommand(stdout), killCommand(stdout), daemonCommand(stdout))
+	root.AddCommand(tlsCommand(stdout))
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
