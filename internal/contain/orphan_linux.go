@@ -78,20 +78,26 @@ func (o *cgroupOrphan) Remove() error                   { return removeCgroup(o.
 type pgroupOrphan struct{ ident Identity }
 
 // groupIsOurs reports whether the recorded group id still names the tree's
-// group. A new group with id G can only be made by a process whose pid is
-// G; so while no process other than the recorded root has pid G, every
-// process in group G belongs to the tree.
+// group: only while the recorded root (same pid and start time, alive or a
+// zombie) holds pid G. A new group G can only be made by a process whose
+// pid is G, so once the root is gone and pid G is free, any process may be
+// given G (a daemonizing program: fork, setsid, fork, exit) and make a
+// group G of its own whose members all started after the root. "No process
+// has pid G" therefore proves nothing, and neither does membership in G.
 func (o *pgroupOrphan) groupIsOurs() bool {
 	st, err := proc.ReadStat(o.ident.Pgid)
-	if errors.Is(err, proc.ErrGone) {
-		return true
-	}
 	return err == nil && o.ident.Pgid == o.ident.Pid && st.StartTime == o.ident.StartTime
 }
 
+// scan finds the tree's members by the rules of scanMembers. The owner is
+// gone, so no process is a child subreaper for the tree any more: its
+// orphans went to init or to a subreaper above the dead owner, and one that
+// has neither the tree's marker nor a member as parent (setsid -f env -i
+// CMD after its parent died) cannot be told from a stranger. It is not
+// found; only a cgroup holds such a process.
 func (o *pgroupOrphan) scan() ([]member, error) {
 	self := os.Getpid()
-	return scanMembers(o.ident, o.groupIsOurs(), func(pid int, _ uint64) bool { return pid == self })
+	return scanMembers(o.ident, proof{group: o.groupIsOurs, skip: func(pid int, _ uint64) bool { return pid == self }})
 }
 
 func (o *pgroupOrphan) Members() ([]int, error) {

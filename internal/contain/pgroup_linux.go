@@ -30,6 +30,9 @@ var reaper struct {
 	roots map[int]bool   // pids of live roots (reaped by their trees)
 	pgids map[int]int    // process groups of live trees, counted
 	seen  map[int]uint64 // pid -> start time of members seen alive
+	// released holds pid -> start time of processes a tree released:
+	// no tree of this process claims them again.
+	released map[int]uint64
 }
 
 // OwnAllChildren declares that this process starts no children of its own
@@ -51,6 +54,7 @@ func startReaper() error {
 		reaper.roots = map[int]bool{}
 		reaper.pgids = map[int]int{}
 		reaper.seen = map[int]uint64{}
+		reaper.released = map[int]uint64{}
 		ch := make(chan os.Signal, 1)
 		signal.Notify(ch, syscall.SIGCHLD)
 		go func() {
@@ -78,6 +82,7 @@ func reapOrphans() {
 		ours := !reaper.roots[kid] && (reaper.all || reaper.pgids[st.Pgid] > 0 || reaper.seen[kid] == st.StartTime)
 		if ours {
 			delete(reaper.seen, kid)
+			delete(reaper.released, kid)
 		}
 		reaper.mu.Unlock()
 		if ours {
@@ -88,11 +93,10 @@ func reapOrphans() {
 }
 
 type pgroupTree struct {
-	ident    Identity
-	root     *root
-	self     int
-	released map[int]uint64
-	closed   bool
+	ident  Identity
+	root   *root
+	self   int
+	closed bool
 	// termed holds the members sent SIGTERM, so that a later Terminate
 	// signals only processes that appeared since.
 	termed map[member]bool
@@ -116,7 +120,7 @@ func startPgroup(spec *Spec) (Tree, error) {
 		}
 		return nil, err
 	}
-	t = &pgroupTree{ident: ident, root: r, self: os.Getpid(), released: map[int]uint64{}, termed: map[member]bool{}}
+	t = &pgroupTree{ident: ident, root: r, self: os.Getpid(), termed: map[member]bool{}}
 	return t, nil
 }
 
@@ -216,9 +220,13 @@ func (t *pgroupTree) scan() ([]member, error) {
 	if t.rootExited() && !hasLiveOrphans() {
 		return nil, nil
 	}
-	out, err := scanMembers(t.ident, true, func(pid int, start uint64) bool {
-		return pid == t.self || (t.released[pid] == start && start != 0)
-	})
+	var group func() bool
+	if !t.closed {
+		// The root is our unreaped child (a zombie once it exits) until
+		// Close: no other process can have pid G, so no new group G.
+		group = func() bool { return true }
+	}
+	out, err := scanMembers(t.ident, proof{group: group, skip: t.skip})
 	if err != nil {
 		return nil, err
 	}
@@ -231,13 +239,47 @@ func (t *pgroupTree) scan() ([]member, error) {
 	return out, nil
 }
 
-// scanMembers lists the live processes of the tree named by ident: those
-// that started no earlier than its root and are the root itself (same pid
-// and start time), are in its process group (only if useGroup: the caller
-// has proved the group id is still the tree's), descend from a member, or
-// carry the tree's marker. skip excludes processes (this one, released
-// ones). Zombies are not members.
-func scanMembers(ident Identity, useGroup bool, skip func(pid int, start uint64) bool) ([]member, error) {
+// skip excludes this process and every process released by a tree of
+// this process (not only this tree's: a released process that comes back
+// to us as an orphan must not be claimed by a later tree).
+func (t *pgroupTree) skip(pid int, start uint64) bool {
+	if pid == t.self {
+		return true
+	}
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	rs, ok := reaper.released[pid]
+	return ok && rs == start && start != 0
+}
+
+// proof says what, beyond the recorded root itself and the tree's marker,
+// proves a process to be the tree's in scanMembers.
+type proof struct {
+	// group, if set, reports whether the recorded group id is still the
+	// tree's: only while the recorded root holds pid G (alive or an
+	// unreaped zombie) can no other process make a new group G. It is
+	// asked before and after the process table is read, and membership in
+	// the group counts only if both answers are yes.
+	group func() bool
+	// skip excludes processes (this one, released ones).
+	skip func(pid int, start uint64) bool
+}
+
+// scanMembers lists the live processes of the tree named by ident. A
+// process is the tree's only if it started no earlier than the tree's root
+// and is not skipped, and:
+//   - it is the root itself (same pid and start time), or
+//   - it is in the root's process group, while p.group proves that group
+//     is still the tree's, or
+//   - its parent is a member and started no later than it did (a parent
+//     that started later is a reused pid, not its parent), or
+//   - it carries the tree's marker.
+//
+// Group membership alone is never proof once the root is gone: a new
+// process with the root's pid can make a new group with the same id.
+// Zombies are not members.
+func scanMembers(ident Identity, p proof) ([]member, error) {
+	useGroup := p.group != nil && p.group()
 	pids, err := proc.Pids()
 	if err != nil {
 		return nil, err
@@ -248,32 +290,48 @@ func scanMembers(ident Identity, useGroup bool, skip func(pid int, start uint64)
 			stats[pid] = st
 		}
 	}
-	memo := map[int]bool{}
-	var isMember func(pid int, depth int) bool
-	isMember = func(pid int, depth int) bool {
-		if v, ok := memo[pid]; ok {
-			return v
+	useGroup = useGroup && p.group()
+	const (
+		unknown = iota
+		visiting
+		yes
+		no
+	)
+	state := map[int]int{}
+	var isMember func(pid int) bool
+	isMember = func(pid int) bool {
+		switch state[pid] {
+		case yes:
+			return true
+		case no, visiting: // visiting: a cycle of reused pids
+			return false
 		}
+		state[pid] = visiting
 		st, ok := stats[pid]
 		v := false
 		switch {
-		case !ok || depth > 64 || st.StartTime < ident.StartTime || skip(pid, st.StartTime):
+		case !ok || st.StartTime < ident.StartTime || (p.skip != nil && p.skip(pid, st.StartTime)):
 		case pid == ident.Pid && st.StartTime == ident.StartTime:
 			v = true
 		case useGroup && st.Pgid == ident.Pgid:
 			v = true
 		default:
-			v = isMember(st.Ppid, depth+1)
+			if ps, ok := stats[st.Ppid]; ok && ps.StartTime <= st.StartTime {
+				v = isMember(st.Ppid)
+			}
 			if !v && !st.Zombie() && ident.Marker != "" {
 				v, _ = proc.HasEnv(pid, ident.Marker)
 			}
 		}
-		memo[pid] = v
+		state[pid] = no
+		if v {
+			state[pid] = yes
+		}
 		return v
 	}
 	var out []member
 	for pid, st := range stats {
-		if !st.Zombie() && isMember(pid, 0) {
+		if !st.Zombie() && isMember(pid) {
 			out = append(out, member{pid, st.StartTime})
 		}
 	}
@@ -371,7 +429,9 @@ func (t *pgroupTree) WaitEmpty(timeout time.Duration) error {
 func (t *pgroupTree) Release(pids []int) error {
 	for _, pid := range pids {
 		if st, err := proc.ReadStat(pid); err == nil {
-			t.released[pid] = st.StartTime
+			reaper.mu.Lock()
+			reaper.released[pid] = st.StartTime
+			reaper.mu.Unlock()
 		}
 	}
 	return nil
