@@ -226,7 +226,7 @@ func (t *pgroupTree) scan() ([]member, error) {
 		// Close: no other process can have pid G, so no new group G.
 		group = func() bool { return true }
 	}
-	out, err := scanMembers(t.ident, proof{group: group, skip: t.skip})
+	out, err := scanMembers(t.ident, proof{group: group, adopter: t.adopter(), skip: t.skip})
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +252,32 @@ func (t *pgroupTree) skip(pid int, start uint64) bool {
 	return ok && rs == start && start != 0
 }
 
+// adopter returns the pid whose children are all this tree's, or 0.
+//
+// This process is a child subreaper: a process of the tree whose parent
+// dies comes back to it, whatever it did to leave the group and clear its
+// environment (setsid -f env -i CMD). When this process starts no children
+// of its own outside corral (OwnAllChildren) and this tree is the only
+// live tree it runs, every child of it other than the root is such an
+// orphan, so it is the tree's. A corral run is that case: its only child
+// is the tree's root.
+//
+// A process running several trees at once (the daemon: sessions and
+// oneshots share one subreaper) cannot tell which tree an orphan with no
+// marker and no group came from: it claims it for no tree while another
+// tree is live, and for the remaining tree once that is the only one. Such
+// an orphan is still never a stranger (only our own descendants are
+// reparented to us), and one that started before a tree's root is never
+// that tree's.
+func (t *pgroupTree) adopter() int {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	if reaper.all && len(reaper.roots) == 1 && reaper.roots[t.ident.Pid] {
+		return t.self
+	}
+	return 0
+}
+
 // proof says what, beyond the recorded root itself and the tree's marker,
 // proves a process to be the tree's in scanMembers.
 type proof struct {
@@ -261,6 +287,9 @@ type proof struct {
 	// asked before and after the process table is read, and membership in
 	// the group counts only if both answers are yes.
 	group func() bool
+	// adopter, if not 0, is a process whose every child is the tree's
+	// (see pgroupTree.adopter).
+	adopter int
 	// skip excludes processes (this one, released ones).
 	skip func(pid int, start uint64) bool
 }
@@ -271,6 +300,7 @@ type proof struct {
 //   - it is the root itself (same pid and start time), or
 //   - it is in the root's process group, while p.group proves that group
 //     is still the tree's, or
+//   - it is a child of p.adopter, or
 //   - its parent is a member and started no later than it did (a parent
 //     that started later is a reused pid, not its parent), or
 //   - it carries the tree's marker.
@@ -314,6 +344,8 @@ func scanMembers(ident Identity, p proof) ([]member, error) {
 		case pid == ident.Pid && st.StartTime == ident.StartTime:
 			v = true
 		case useGroup && st.Pgid == ident.Pgid:
+			v = true
+		case p.adopter != 0 && st.Ppid == p.adopter:
 			v = true
 		default:
 			if ps, ok := stats[st.Ppid]; ok && ps.StartTime <= st.StartTime {
