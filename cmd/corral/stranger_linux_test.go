@@ -157,3 +157,51 @@ func landStranger(t *testing.T, mark string, tools map[string]string, g int) (le
 	}
 	return leader, member
 }
+
+// What reap may still prove after a crash: a process with neither the
+// tree's marker nor the tree's group is the tree's while its parent is a
+// member (here the live root), and the root's group stays usable while the
+// root holds its pid.
+func TestReapFindsUnmarkedMembersThroughTheLiveRoot(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	state := t.TempDir()
+	env, err := exec.LookPath("env")
+	if err != nil {
+		t.Skipf("env not found: %v", err)
+	}
+	setsid, err := exec.LookPath("setsid")
+	if err != nil {
+		t.Skipf("setsid not found: %v", err)
+	}
+	sleep, _ := exec.LookPath("sleep")
+	// One child leaves the group and the marker (setsid env -i: its
+	// parent, the root, stays), one only the marker (env -i, same group).
+	script := fmt.Sprintf("%s %s -i %s %s 600 & %s -i %s %s 601 & echo up; wait", setsid, env, mark, sleep, env, mark, sleep)
+	c := cli(t, mark, state, "run", "--isolation", "pgroup", "--", "sh", "-c", script)
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out.Read(make([]byte, 8))
+	deadline := time.Now().Add(10 * time.Second)
+	for len(testproc.Survivors(mark)) < 3 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // let both children exec
+	}
+	c.Process.Kill()
+	c.Wait()
+	tree := testproc.Survivors(mark)
+	if len(tree) != 3 {
+		t.Fatalf("want the root and two unmarked children alive, found %v", tree)
+	}
+	rep, err := cli(t, mark, state, "reap", "--json").Output()
+	if err != nil || !strings.Contains(string(rep), `"killed"`) {
+		t.Fatalf("reap: %v\n%s", err, rep)
+	}
+	deadline = time.Now().Add(5 * time.Second)
+	for len(testproc.Survivors(mark)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if left := testproc.Survivors(mark); len(left) > 0 {
+		t.Fatalf("reap left %v of %v:\n%s", left, tree, rep)
+	}
+}
