@@ -234,6 +234,9 @@ func (t *pgroupTree) scan() ([]member, error) {
 	for _, m := range out {
 		reaper.seen[m.pid] = m.start
 	}
+	if len(reaper.seen) > pruneAt {
+		prune(reaper.seen)
+	}
 	reaper.mu.Unlock()
 	reapOrphans()
 	return out, nil
@@ -459,14 +462,33 @@ func (t *pgroupTree) WaitEmpty(timeout time.Duration) error {
 }
 
 func (t *pgroupTree) Release(pids []int) error {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	if len(reaper.released) > pruneAt {
+		prune(reaper.released)
+	}
 	for _, pid := range pids {
 		if st, err := proc.ReadStat(pid); err == nil {
-			reaper.mu.Lock()
 			reaper.released[pid] = st.StartTime
-			reaper.mu.Unlock()
 		}
 	}
 	return nil
+}
+
+// pruneAt bounds the reaper's maps of processes: past it, entries for
+// processes that are gone are dropped (members and released processes
+// that are not our children are reaped elsewhere, so the SIGCHLD path
+// never removes them).
+const pruneAt = 1024
+
+// prune drops the entries of m whose process is gone or whose pid now
+// names another process. Call with reaper.mu held.
+func prune(m map[int]uint64) {
+	for pid, start := range m {
+		if st, err := proc.ReadStat(pid); err != nil || st.StartTime != start {
+			delete(m, pid)
+		}
+	}
 }
 
 func (t *pgroupTree) Close() error {
