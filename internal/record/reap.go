@@ -42,6 +42,14 @@ type Reaped struct {
 // gate of contain.Adopt, and removes its record. Trees whose owner is alive
 // are left alone. With dry set nothing is signalled or removed. Running it
 // twice is harmless: the second run finds no records of killed trees.
+//
+// What counts as the tree's after its owner died: under cgroup, whatever
+// is in its cgroup; under pgroup, the recorded root (pid and start time),
+// a process with the tree's marker, a child of a member, and the members
+// of the recorded group only while the recorded root still holds its pid.
+// A pgroup process that left the group and cleared its environment, and
+// whose parent is gone (`setsid -f env -i CMD`, reparented to init when
+// the owner died), is indistinguishable from a stranger and is not found.
 func Reap(s Store, dry bool) ([]Reaped, []error) {
 	recs, errs := s.List()
 	var out []Reaped
