@@ -150,6 +150,7 @@ func landStranger(t *testing.T, mark string, tools map[string]string, g int) (le
 			}
 		}
 		if leader == g {
+			t.Logf("stranger given pid %d after %d tries", g, try+1)
 			t.Cleanup(killer)
 			return leader, member
 		}
