@@ -90,3 +90,61 @@ func TestRunKeepsASetsidEnvIEscapeeInTheTree(t *testing.T) {
 		})
 	}
 }
+
+// After corral run is SIGKILLed, a `setsid -f env -i` escapee it had
+// adopted is reparented to init with nothing that links it to the tree:
+// no marker, no group of the tree, no member as parent. corral run
+// records it in the tree's record while it runs, and reap finds it there.
+func TestReapFindsAnEscapeeTheCrashedRunRecorded(t *testing.T) {
+	tools := map[string]string{}
+	for _, name := range []string{"env", "setsid", "sh", "sleep"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			t.Skipf("%s not found: %v", name, err)
+		}
+		tools[name] = p
+	}
+	mark := testproc.Guard(t, 60*time.Second)
+	state := t.TempDir()
+	pidf := filepath.Join(state, "escapee.pid")
+	script := fmt.Sprintf("%s -f %s -i %s %s -c 'echo $$ > %s; exec %s 600' </dev/null >/dev/null 2>&1; while [ ! -s %s ]; do %s 0.01; done; echo up; exec %s 600",
+		tools["setsid"], tools["env"], mark, tools["sh"], pidf, tools["sleep"], pidf, tools["sleep"], tools["sleep"])
+	c := cli(t, mark, state, "run", "--isolation", "pgroup", "--", tools["sh"], "-c", script)
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	out.Read(make([]byte, 8))
+	pid := testproc.PidFile(t, pidf, 5*time.Second)
+	t.Cleanup(func() {
+		if ok, _ := proc.HasEnv(pid, mark); ok && testproc.Alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	recorded := false
+	for deadline := time.Now().Add(3 * time.Second); !recorded && time.Now().Before(deadline); {
+		recs, _ := filepath.Glob(filepath.Join(state, "runs", "*.json"))
+		for _, r := range recs {
+			b, _ := os.ReadFile(r)
+			recorded = recorded || strings.Contains(string(b), fmt.Sprintf(`"pid": %d,`, pid)) && strings.Contains(string(b), `"adopted"`)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.Process.Kill() // corral crashes
+	c.Wait()
+	t.Logf("escapee %d recorded before the crash: %v", pid, recorded)
+	rep, err := cli(t, mark, state, "reap", "--json").Output()
+	if err != nil {
+		t.Fatalf("reap: %v\n%s", err, rep)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for testproc.Alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if testproc.Alive(pid) {
+		t.Fatalf("reap left the escapee %d of the crashed run alive:\n%s", pid, rep)
+	}
+	if left := testproc.Survivors(mark); len(left) > 0 {
+		t.Fatalf("reap left %v:\n%s", left, rep)
+	}
+}

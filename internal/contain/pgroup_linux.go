@@ -273,12 +273,49 @@ func (t *pgroupTree) skip(pid int, start uint64) bool {
 // reparented to us), and one that started before a tree's root is never
 // that tree's.
 func (t *pgroupTree) adopter() int {
-	reaper.mu.Lock()
-	defer reaper.mu.Unlock()
-	if reaper.all && len(reaper.roots) == 1 && reaper.roots[t.ident.Pid] {
+	if soleTree(t.ident.Pid) {
 		return t.self
 	}
 	return 0
+}
+
+// soleTree reports whether every child of this process other than root is
+// an orphan of the tree whose root it is: this process starts no children
+// outside corral and runs no other live tree.
+func soleTree(root int) bool {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	return reaper.all && len(reaper.roots) == 1 && reaper.roots[root]
+}
+
+// adopted lists the live children of this process that are the tree
+// ident's by adoption alone (see Adopted): while pgroupTree.adopter names
+// this process, every child other than the root that started after it and
+// was not released.
+func adopted(ident Identity) []Proc {
+	self := os.Getpid()
+	if !soleTree(ident.Pid) {
+		return nil
+	}
+	kids, err := proc.Children(self)
+	if err != nil {
+		return nil
+	}
+	var out []Proc
+	for _, kid := range kids {
+		st, err := proc.ReadStat(kid)
+		if err != nil || st.Zombie() || kid == ident.Pid || st.StartTime < ident.StartTime || st.Ppid != self {
+			continue
+		}
+		reaper.mu.Lock()
+		rs, released := reaper.released[kid]
+		reaper.mu.Unlock()
+		if released && rs == st.StartTime {
+			continue
+		}
+		out = append(out, Proc{Pid: kid, StartTime: st.StartTime})
+	}
+	return out
 }
 
 // proof says what, beyond the recorded root itself and the tree's marker,
@@ -293,6 +330,9 @@ type proof struct {
 	// adopter, if not 0, is a process whose every child is the tree's
 	// (see pgroupTree.adopter).
 	adopter int
+	// verified holds pid -> start time of processes known to be the
+	// tree's (recorded by its owner as adopted).
+	verified map[int]uint64
 	// skip excludes processes (this one, released ones).
 	skip func(pid int, start uint64) bool
 }
@@ -304,6 +344,7 @@ type proof struct {
 //   - it is in the root's process group, while p.group proves that group
 //     is still the tree's, or
 //   - it is a child of p.adopter, or
+//   - it is in p.verified with the same start time, or
 //   - its parent is a member and started no later than it did (a parent
 //     that started later is a reused pid, not its parent), or
 //   - it carries the tree's marker.
@@ -349,6 +390,8 @@ func scanMembers(ident Identity, p proof) ([]member, error) {
 		case useGroup && st.Pgid == ident.Pgid:
 			v = true
 		case p.adopter != 0 && st.Ppid == p.adopter:
+			v = true
+		case p.verified[pid] == st.StartTime && st.StartTime != 0:
 			v = true
 		default:
 			if ps, ok := stats[st.Ppid]; ok && ps.StartTime <= st.StartTime {

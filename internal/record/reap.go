@@ -45,11 +45,13 @@ type Reaped struct {
 //
 // What counts as the tree's after its owner died: under cgroup, whatever
 // is in its cgroup; under pgroup, the recorded root (pid and start time),
-// a process with the tree's marker, a child of a member, and the members
-// of the recorded group only while the recorded root still holds its pid.
-// A pgroup process that left the group and cleared its environment, and
-// whose parent is gone (`setsid -f env -i CMD`, reparented to init when
-// the owner died), is indistinguishable from a stranger and is not found.
+// a process with the tree's marker, a process the owner recorded as
+// adopted (pid and start time), a child of a member, and the members of
+// the recorded group only while the recorded root still holds its pid. A
+// pgroup process that left the group and cleared its environment, whose
+// parent is gone (`setsid -f env -i CMD`) and that the owner did not
+// record (it died within Tracker's poll of the adoption, or it ran several
+// trees) is indistinguishable from a stranger and is not found.
 func Reap(s Store, dry bool) ([]Reaped, []error) {
 	recs, errs := s.List()
 	var out []Reaped
@@ -68,11 +70,7 @@ func reapOne(s Store, r *Record, dry bool) Reaped {
 		res.Action = OwnerAlive
 		return res
 	}
-	tree, err := contain.Adopt(contain.Identity{
-		Isolation: contain.Isolation(r.Isolation),
-		Pid:       r.Pid, Pgid: r.Pgid, Cgroup: r.Cgroup, Job: r.Job,
-		StartTime: r.StartTime, BootID: r.BootID, Marker: r.Marker,
-	})
+	tree, err := contain.AdoptWith(r.identity(), r.Adopted)
 	if errors.Is(err, contain.ErrGone) {
 		return removeRecord(s, res, dry, Gone, WouldRemove)
 	}
