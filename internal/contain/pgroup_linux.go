@@ -36,9 +36,10 @@ var reaper struct {
 }
 
 // OwnAllChildren declares that this process starts no children of its own
-// outside corral, so the subreaper may reap every zombie child it finds.
-// The corral command calls it; a library user that also uses os/exec must
-// not.
+// outside corral, so the subreaper may reap every zombie child it finds,
+// and, while it runs a single pgroup tree, take every child other than that
+// tree's root as an orphan of the tree (see pgroupTree.adopter). The corral
+// command calls it; a library user that also uses os/exec must not.
 func OwnAllChildren() {
 	reaper.mu.Lock()
 	reaper.all = true
