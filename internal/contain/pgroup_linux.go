@@ -25,11 +25,12 @@ var reaper struct {
 	once sync.Once
 	err  error
 	// mu guards the fields that follow.
-	mu    sync.Mutex
-	all   bool           // every non-root child is ours to reap
-	roots map[int]bool   // pids of live roots (reaped by their trees)
-	pgids map[int]int    // process groups of live trees, counted
-	seen  map[int]uint64 // pid -> start time of members seen alive
+	mu       sync.Mutex
+	all      bool           // every non-root child is ours to reap
+	roots    map[int]bool   // pids of live roots (reaped by their trees)
+	starting int            // trees between fork and registering their root
+	pgids    map[int]int    // process groups of live trees, counted
+	seen     map[int]uint64 // pid -> start time of members seen alive
 	// released holds pid -> start time of processes a tree released:
 	// no tree of this process claims them again.
 	released map[int]uint64
@@ -80,7 +81,10 @@ func reapOrphans() {
 			continue
 		}
 		reaper.mu.Lock()
-		ours := !reaper.roots[kid] && (reaper.all || reaper.pgids[st.Pgid] > 0 || reaper.seen[kid] == st.StartTime)
+		// While a tree is starting, an unknown child may be its root
+		// (not yet registered), which only its tree may reap.
+		all := reaper.all && reaper.starting == 0
+		ours := !reaper.roots[kid] && (all || reaper.pgids[st.Pgid] > 0 || reaper.seen[kid] == st.StartTime)
 		if ours {
 			delete(reaper.seen, kid)
 			delete(reaper.released, kid)
@@ -108,16 +112,27 @@ func startPgroup(spec *Spec) (Tree, error) {
 		return nil, err
 	}
 	var t *pgroupTree
+	// From the fork to register, the new root is a child of ours that no
+	// tree knows as a root: starting keeps other trees from taking it for
+	// an orphan meanwhile (see soleTree).
+	reaper.mu.Lock()
+	reaper.starting++
+	reaper.mu.Unlock()
 	register := func(id *Identity) {
 		reaper.mu.Lock()
 		reaper.roots[id.Pid] = true
 		reaper.pgids[id.Pgid]++
+		reaper.starting--
 		reaper.mu.Unlock()
 	}
 	r, ident, err := forkExec(spec, &syscall.SysProcAttr{}, Identity{Isolation: Pgroup}, true, register)
 	if err != nil {
 		if ident.Pid != 0 {
 			unregister(ident)
+		} else {
+			reaper.mu.Lock()
+			reaper.starting--
+			reaper.mu.Unlock()
 		}
 		return nil, err
 	}
@@ -227,7 +242,7 @@ func (t *pgroupTree) scan() ([]member, error) {
 		// Close: no other process can have pid G, so no new group G.
 		group = func() bool { return true }
 	}
-	out, err := scanMembers(t.ident, proof{group: group, adopter: t.adopter(), skip: t.skip})
+	out, err := scanMembers(t.ident, proof{group: group, adopter: t.adopter, skip: t.skip})
 	if err != nil {
 		return nil, err
 	}
@@ -282,11 +297,13 @@ func (t *pgroupTree) adopter() int {
 
 // soleTree reports whether every child of this process other than root is
 // an orphan of the tree whose root it is: this process starts no children
-// outside corral and runs no other live tree.
+// outside corral, runs no other live tree and is starting none. A caller
+// that lists children asks before and after the listing: a tree that
+// started in between fails the second answer.
 func soleTree(root int) bool {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
-	return reaper.all && len(reaper.roots) == 1 && reaper.roots[root]
+	return reaper.all && reaper.starting == 0 && len(reaper.roots) == 1 && reaper.roots[root]
 }
 
 // adopted lists the live children of this process that are the tree
@@ -299,7 +316,7 @@ func adopted(ident Identity) []Proc {
 		return nil
 	}
 	kids, err := proc.Children(self)
-	if err != nil {
+	if err != nil || !soleTree(ident.Pid) {
 		return nil
 	}
 	var out []Proc
@@ -316,6 +333,9 @@ func adopted(ident Identity) []Proc {
 		}
 		out = append(out, Proc{Pid: kid, StartTime: st.StartTime})
 	}
+	if !soleTree(ident.Pid) {
+		return nil
+	}
 	return out
 }
 
@@ -328,9 +348,10 @@ type proof struct {
 	// asked before and after the process table is read, and membership in
 	// the group counts only if both answers are yes.
 	group func() bool
-	// adopter, if not 0, is a process whose every child is the tree's
-	// (see pgroupTree.adopter).
-	adopter int
+	// adopter, if set, names a process whose every child is the tree's
+	// (see pgroupTree.adopter), or 0. It is asked before and after the
+	// process table is read, and counts only if both answers agree.
+	adopter func() int
 	// verified holds pid -> start time of processes known to be the
 	// tree's (recorded by its owner as adopted).
 	verified map[int]uint64
@@ -355,6 +376,10 @@ type proof struct {
 // Zombies are not members.
 func scanMembers(ident Identity, p proof) ([]member, error) {
 	useGroup := p.group != nil && p.group()
+	adopter := 0
+	if p.adopter != nil {
+		adopter = p.adopter()
+	}
 	pids, err := proc.Pids()
 	if err != nil {
 		return nil, err
@@ -366,6 +391,9 @@ func scanMembers(ident Identity, p proof) ([]member, error) {
 		}
 	}
 	useGroup = useGroup && p.group()
+	if adopter != 0 && p.adopter() != adopter {
+		adopter = 0
+	}
 	const (
 		unknown = iota
 		visiting
@@ -390,7 +418,7 @@ func scanMembers(ident Identity, p proof) ([]member, error) {
 			v = true
 		case useGroup && st.Pgid == ident.Pgid:
 			v = true
-		case p.adopter != 0 && st.Ppid == p.adopter:
+		case adopter != 0 && st.Ppid == adopter:
 			v = true
 		case p.verified[pid] == st.StartTime && st.StartTime != 0:
 			v = true
