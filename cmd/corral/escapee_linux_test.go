@@ -40,8 +40,10 @@ func TestRunKeepsASetsidEnvIEscapeeInTheTree(t *testing.T) {
 		redirect string
 		want     int
 		detached bool // the escapee outlives the run
+		sigterm  bool // corral gets SIGTERM once the escapee is out
 	}{
 		{name: "timeout", flags: []string{"--timeout", "1s"}, after: "; exec " + tools["sleep"] + " 600", want: 124},
+		{name: "sigterm", after: "; exec " + tools["sleep"] + " 600", sigterm: true, want: 128 + int(syscall.SIGTERM)},
 		{name: "root-exits", after: "", want: 0},
 		{name: "root-exits-stdio-closed", redirect: " </dev/null >/dev/null 2>&1", want: 0},
 		{name: "keep-detached", flags: []string{"--keep-detached"}, redirect: " </dev/null >/dev/null 2>&1", want: 0, detached: true},
@@ -60,7 +62,17 @@ func TestRunKeepsASetsidEnvIEscapeeInTheTree(t *testing.T) {
 			var errb bytes.Buffer
 			c.Stderr = &errb
 			start := time.Now()
-			got := exitCode(c.Run())
+			var got int
+			if tc.sigterm {
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				testproc.PidFile(t, pidf, 10*time.Second)
+				c.Process.Signal(syscall.SIGTERM)
+				got = exitCode(c.Wait())
+			} else {
+				got = exitCode(c.Run())
+			}
 			took := time.Since(start)
 			b, _ := os.ReadFile(pidf)
 			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
