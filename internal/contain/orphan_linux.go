@@ -109,8 +109,8 @@ func (o *pgroupOrphan) groupIsOurs() bool {
 // owner. One that has neither the tree's marker nor a member as parent
 // (setsid -f env -i CMD after its parent died) cannot be told from a
 // stranger unless the owner recorded it before it died (record.Tracker
-// looks every 100 ms); one it had no time to record is not found. Only a cgroup
-// holds such a process for certain.
+// looks every 100 ms); one it had no time to record is not found. Only a
+// cgroup holds such a process for certain.
 func (o *pgroupOrphan) scan() ([]member, error) {
 	self := os.Getpid()
 	return scanMembers(o.ident, proof{group: o.groupIsOurs, verified: o.recorded,

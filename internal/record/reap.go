@@ -50,8 +50,8 @@ type Reaped struct {
 // the recorded group only while the recorded root still holds its pid. A
 // pgroup process that left the group and cleared its environment, whose
 // parent is gone (`setsid -f env -i CMD`) and that the owner did not
-// record (it died within Tracker's poll of the adoption, or it ran several
-// trees) is indistinguishable from a stranger and is not found.
+// record (the owner died within one Tracker poll of the adoption, or ran
+// several trees) is indistinguishable from a stranger and is not found.
 func Reap(s Store, dry bool) ([]Reaped, []error) {
 	recs, errs := s.List()
 	var out []Reaped
