@@ -122,7 +122,10 @@ func (o *pgroupOrphan) Members() ([]int, error) {
 	return pidsOf(ms), err
 }
 
+// Kill freezes the tree (see freeze), then kills it in rounds until a
+// scan finds no member.
 func (o *pgroupOrphan) Kill() error {
+	freeze(o.scan)
 	var err error
 	for i := 0; i < 100; i++ {
 		var ms []member

@@ -513,8 +513,18 @@ func (t *pgroupTree) Terminate() error {
 }
 
 // Kill sends SIGKILL in rounds until a scan finds no member: a process
-// forked while a round was under way is caught by the next one.
+// forked while a round was under way is caught by the next one. A process
+// that is not the sole tree's adopter (see pgroupTree.adopter) freezes the
+// tree first (see freeze): an orphan of a parent killed mid-fork would
+// come back to it and be claimed by no tree. The sole tree's adopter
+// claims such an orphan in the next round, and is spared the freeze.
 func (t *pgroupTree) Kill() error {
+	if t.adopter() == 0 {
+		if !t.closed {
+			unix.Kill(-t.ident.Pgid, unix.SIGSTOP)
+		}
+		freeze(t.scan)
+	}
 	var err error
 	for i := 0; i < 100; i++ {
 		var n int
@@ -579,6 +589,61 @@ func (t *pgroupTree) KillProcs(pids []int) error {
 		return err
 	}
 	return killPicked(ms, pids)
+}
+
+// freeze stops every member that scan finds (SIGSTOP, through a pidfd), in
+// rounds, until a scan made after the members of the last round were seen
+// stopped finds no new one. A stopped process cannot fork, and it stays
+// alive as the parent that proves its children to be the tree's: killed
+// while it was forking, a parent could leave a child with neither the
+// tree's marker nor the group (setsid env -i) orphaned, to init once the
+// owner is gone, and nothing would prove that child the tree's any more.
+// SIGKILL ends stopped processes as any other. freeze gives up after 100
+// rounds, and does not wait more than freezeWait per round for members to
+// stop (a process in the kernel, D state, stops only when it leaves it):
+// what it could not stop is left to the kill rounds.
+func freeze(scan func() ([]member, error)) {
+	stopped := map[member]bool{}
+	for round := 0; round < 100; round++ {
+		ms, err := scan()
+		if err != nil {
+			return
+		}
+		var fresh []member
+		for _, m := range ms {
+			if !stopped[m] {
+				stopped[m] = true
+				fresh = append(fresh, m)
+			}
+		}
+		if len(fresh) == 0 {
+			return
+		}
+		signalMembers(fresh, unix.SIGSTOP)
+		awaitStopped(fresh, freezeWait)
+	}
+}
+
+// freezeWait bounds how long freeze waits in one round for members to stop.
+const freezeWait = 100 * time.Millisecond
+
+// awaitStopped waits up to d for each of ms to be stopped, gone, or a
+// zombie. A signal is delivered when its target next runs, so a process
+// sent SIGSTOP in the middle of a fork finishes the fork first.
+func awaitStopped(ms []member, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for _, m := range ms {
+		for {
+			st, err := proc.ReadStat(m.pid)
+			if err != nil || st.StartTime != m.start || st.State == 'T' || st.State == 't' || st.Zombie() {
+				break
+			}
+			if time.Now().After(deadline) {
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
 }
 
 // killPicked kills those of the scanned members whose pid is in pids.
