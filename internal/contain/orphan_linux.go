@@ -13,7 +13,9 @@ import (
 	"github.com/corral-dev/corral/internal/proc"
 )
 
-func adopt(ident Identity) (Orphan, error) {
+func adopt(ident Identity) (Orphan, error) { return adoptWith(ident, nil) }
+
+func adoptWith(ident Identity, procs []Proc) (Orphan, error) {
 	boot, err := proc.BootID()
 	if err != nil {
 		return nil, err
@@ -34,7 +36,13 @@ func adopt(ident Identity) (Orphan, error) {
 		if ident.Pid <= 0 || ident.Pgid <= 0 || ident.StartTime == 0 {
 			return nil, fmt.Errorf("incomplete identity %+v", ident)
 		}
-		return &pgroupOrphan{ident: ident}, nil
+		o := &pgroupOrphan{ident: ident, recorded: map[int]uint64{}}
+		for _, p := range procs {
+			if p.Pid > 0 && p.StartTime >= ident.StartTime {
+				o.recorded[p.Pid] = p.StartTime
+			}
+		}
+		return o, nil
 	}
 	return nil, fmt.Errorf("isolation %q: %w", ident.Isolation, ErrUnsupported)
 }
@@ -75,23 +83,38 @@ func (o *cgroupOrphan) Kill() error {
 func (o *cgroupOrphan) WaitEmpty(d time.Duration) error { return waitCgroupEmpty(o.dir, d) }
 func (o *cgroupOrphan) Remove() error                   { return removeCgroup(o.dir) }
 
-type pgroupOrphan struct{ ident Identity }
+type pgroupOrphan struct {
+	ident Identity
+	// recorded holds pid -> start time of the processes the owner
+	// recorded as the tree's by adoption (see Adopted).
+	recorded map[int]uint64
+}
 
 // groupIsOurs reports whether the recorded group id still names the tree's
-// group. A new group with id G can only be made by a process whose pid is
-// G; so while no process other than the recorded root has pid G, every
-// process in group G belongs to the tree.
+// group: only while the recorded root (same pid and start time, alive or a
+// zombie) holds pid G. A new group G can only be made by a process whose
+// pid is G, so once the root is gone and pid G is free, any process may be
+// given G (a daemonizing program: fork, setsid, fork, exit) and make a
+// group G of its own whose members all started after the root. "No process
+// has pid G" therefore proves nothing, and neither does membership in G.
 func (o *pgroupOrphan) groupIsOurs() bool {
 	st, err := proc.ReadStat(o.ident.Pgid)
-	if errors.Is(err, proc.ErrGone) {
-		return true
-	}
 	return err == nil && o.ident.Pgid == o.ident.Pid && st.StartTime == o.ident.StartTime
 }
 
+// scan finds the tree's members by the rules of scanMembers, with the
+// processes the owner recorded as adopted (pid and start time) as verified
+// members. The owner is gone, so no process is a child subreaper for the
+// tree any more: its orphans went to init or to a subreaper above the dead
+// owner. One that has neither the tree's marker nor a member as parent
+// (setsid -f env -i CMD after its parent died) cannot be told from a
+// stranger unless the owner recorded it before it died (record.Tracker
+// looks every 100 ms); one it had no time to record is not found. Only a
+// cgroup holds such a process for certain.
 func (o *pgroupOrphan) scan() ([]member, error) {
 	self := os.Getpid()
-	return scanMembers(o.ident, o.groupIsOurs(), func(pid int, _ uint64) bool { return pid == self })
+	return scanMembers(o.ident, proof{group: o.groupIsOurs, verified: o.recorded,
+		skip: func(pid int, _ uint64) bool { return pid == self }})
 }
 
 func (o *pgroupOrphan) Members() ([]int, error) {
@@ -99,7 +122,10 @@ func (o *pgroupOrphan) Members() ([]int, error) {
 	return pidsOf(ms), err
 }
 
+// Kill freezes the tree (see freeze), then kills it in rounds until a
+// scan finds no member.
 func (o *pgroupOrphan) Kill() error {
+	freeze(o.scan)
 	var err error
 	for i := 0; i < 100; i++ {
 		var ms []member

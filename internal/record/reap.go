@@ -42,6 +42,16 @@ type Reaped struct {
 // gate of contain.Adopt, and removes its record. Trees whose owner is alive
 // are left alone. With dry set nothing is signalled or removed. Running it
 // twice is harmless: the second run finds no records of killed trees.
+//
+// What counts as the tree's after its owner died: under cgroup, whatever
+// is in its cgroup; under pgroup, the recorded root (pid and start time),
+// a process with the tree's marker, a process the owner recorded as
+// adopted (pid and start time), a child of a member, and the members of
+// the recorded group only while the recorded root still holds its pid. A
+// pgroup process that left the group and cleared its environment, whose
+// parent is gone (`setsid -f env -i CMD`) and that the owner did not
+// record (the owner died within one Tracker poll of the adoption, or ran
+// several trees) is indistinguishable from a stranger and is not found.
 func Reap(s Store, dry bool) ([]Reaped, []error) {
 	recs, errs := s.List()
 	var out []Reaped
@@ -60,11 +70,7 @@ func reapOne(s Store, r *Record, dry bool) Reaped {
 		res.Action = OwnerAlive
 		return res
 	}
-	tree, err := contain.Adopt(contain.Identity{
-		Isolation: contain.Isolation(r.Isolation),
-		Pid:       r.Pid, Pgid: r.Pgid, Cgroup: r.Cgroup, Job: r.Job,
-		StartTime: r.StartTime, BootID: r.BootID, Marker: r.Marker,
-	})
+	tree, err := contain.AdoptWith(r.identity(), r.Adopted)
 	if errors.Is(err, contain.ErrGone) {
 		return removeRecord(s, res, dry, Gone, WouldRemove)
 	}

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-dev/corral"
@@ -55,6 +56,19 @@ type Record struct {
 	Marker    string    `json:"marker"`
 	Argv      []string  `json:"argv"`
 	Created   time.Time `json:"created"`
+	// Adopted lists processes the owner held as the tree's only because
+	// they were reparented to it (contain.Adopted), as last seen while
+	// it ran: once the owner is gone nothing else links them to the tree.
+	Adopted []contain.Proc `json:"adopted,omitempty"`
+}
+
+// identity is the tree's identity as contain knows it.
+func (r *Record) identity() contain.Identity {
+	return contain.Identity{
+		Isolation: contain.Isolation(r.Isolation),
+		Pid:       r.Pid, Pgid: r.Pgid, Cgroup: r.Cgroup, Job: r.Job,
+		StartTime: r.StartTime, BootID: r.BootID, Marker: r.Marker,
+	}
 }
 
 // recordOf is the record of the tree id running argv, owned by the calling
@@ -72,11 +86,33 @@ func recordOf(id corral.Identity, argv []string) *Record {
 // Tracker keeps the record of one tree this process runs, for as long as
 // the tree may need reaping: written by OnStart before the tree's first
 // instruction, removed by Done once the tree is known to be gone.
+//
+// For a pgroup tree it also watches, every adoptPoll, for processes that
+// are the tree's only because they were reparented to this process
+// (contain.Adopted: a `setsid -f env -i CMD` whose parent exited) and adds
+// them to the record, so that Reap can still find them if this process
+// dies. One adopted and orphaned again within the same adoptPoll is not
+// recorded.
 type Tracker struct {
 	store Store
 	argv  []string
 	id    string // set by OnStart
+
+	// mu guards the fields that follow; the watcher goroutine and Done
+	// share them.
+	mu   sync.Mutex
+	rec  *Record
+	werr error // the first failed rewrite
+	// stop is closed by Done to end the watcher, which closes done when
+	// it has returned; both nil without a watcher.
+	stop, done chan struct{}
 }
+
+// adoptPoll is how often a Tracker looks for adopted processes.
+const adoptPoll = 100 * time.Millisecond
+
+// maxAdopted bounds the adopted processes one record lists.
+const maxAdopted = 256
 
 // Track returns a Tracker for a tree running argv, recorded in s.
 func (s Store) Track(argv []string) *Tracker { return &Tracker{store: s, argv: argv} }
@@ -87,17 +123,80 @@ func (s Store) Track(argv []string) *Tracker { return &Tracker{store: s, argv: a
 func (t *Tracker) OnStart(id corral.Identity) error {
 	r := recordOf(id, t.argv)
 	t.id = r.ID
-	return t.store.Write(r)
+	if err := t.store.Write(r); err != nil {
+		return err
+	}
+	if contain.CanAdopt() && r.Isolation == string(contain.Pgroup) {
+		t.mu.Lock()
+		t.rec = r
+		t.mu.Unlock()
+		t.stop, t.done = make(chan struct{}), make(chan struct{})
+		go t.watch(r.identity())
+	}
+	return nil
+}
+
+// watch adds the tree's adopted processes to the record until Done.
+func (t *Tracker) watch(ident contain.Identity) {
+	defer close(t.done)
+	tick := time.NewTicker(adoptPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+		}
+		procs := contain.Adopted(ident)
+		t.mu.Lock()
+		if fresh(t.rec.Adopted, procs) {
+			// Those no longer adopted are gone (or released): keep the
+			// live ones, at most maxAdopted.
+			r := *t.rec
+			r.Adopted = procs[:min(len(procs), maxAdopted)]
+			if err := t.store.Write(&r); err != nil {
+				if t.werr == nil {
+					t.werr = fmt.Errorf("record adopted processes %v: %w", procs, err)
+				}
+			} else {
+				t.rec = &r
+			}
+		}
+		t.mu.Unlock()
+	}
+}
+
+// fresh reports whether procs holds a process that recorded lacks.
+func fresh(recorded, procs []contain.Proc) bool {
+	have := map[contain.Proc]bool{}
+	for _, p := range recorded {
+		have[p] = true
+	}
+	for _, p := range procs {
+		if !have[p] {
+			return true
+		}
+	}
+	return false
 }
 
 // Done removes the record once the tree has run; res is its result. A tree
 // that could not be killed (res.KillFailed) keeps its record, for Reap.
-// Nothing is done for a tree that never started.
+// Nothing is done for a tree that never started. An adopted process that
+// could not be added to the record is reported here.
 func (t *Tracker) Done(res *corral.Result) error {
-	if t.id == "" || res.KillFailed {
-		return nil
+	if t.stop != nil {
+		close(t.stop)
+		<-t.done
+		t.stop = nil
 	}
-	return t.store.Remove(t.id)
+	t.mu.Lock()
+	werr := t.werr
+	t.mu.Unlock()
+	if t.id == "" || res.KillFailed {
+		return werr
+	}
+	return errors.Join(werr, t.store.Remove(t.id))
 }
 
 // Store is a directory of records.
