@@ -89,8 +89,7 @@ func (t *Terminal) csiDispatch(c byte) {
 	}
 	switch c {
 	case '@':
-		t.wrapNext = false
-		t.cur.lines[t.y].insertBlank(t.x, t.param(0, 1), t.style)
+		t.cur.lines[t.y].insertBlank(t.ex(), t.param(0, 1), t.style)
 	case 'A':
 		t.cursorUp(t.param(0, 1))
 	case 'B', 'e':
@@ -120,8 +119,7 @@ func (t *Terminal) csiDispatch(c byte) {
 	case 'M':
 		t.deleteLines(t.param(0, 1))
 	case 'P':
-		t.wrapNext = false
-		t.cur.lines[t.y].deleteCells(t.x, t.param(0, 1), t.style)
+		t.cur.lines[t.y].deleteCells(t.ex(), t.param(0, 1), t.style)
 	case 'S':
 		t.scrollUp(t.param(0, 1))
 	case 'T':
@@ -129,8 +127,7 @@ func (t *Terminal) csiDispatch(c byte) {
 			t.scrollDown(t.param(0, 1))
 		}
 	case 'X':
-		t.wrapNext = false
-		t.cur.lines[t.y].erase(t.x, t.x+t.param(0, 1), t.style)
+		t.cur.lines[t.y].erase(t.ex(), t.ex()+t.param(0, 1), t.style)
 	case 'Z':
 		t.tabBackward(t.param(0, 1))
 	case 'b': // REP
@@ -239,9 +236,10 @@ func (t *Terminal) cursorDown(n int) {
 
 func (t *Terminal) eraseDisplay(mode int) {
 	ls := t.cur.lines
+	x := t.ex()
 	switch mode {
 	case 0:
-		ls[t.y].erase(t.x, t.cols, t.style)
+		ls[t.y].erase(x, t.cols, t.style)
 		for _, l := range ls[t.y+1:] {
 			l.clear(t.style)
 		}
@@ -249,7 +247,7 @@ func (t *Terminal) eraseDisplay(mode int) {
 		for _, l := range ls[:t.y] {
 			l.clear(t.style)
 		}
-		ls[t.y].erase(0, t.x+1, t.style)
+		ls[t.y].erase(0, x+1, t.style)
 	case 2:
 		for _, l := range ls {
 			l.clear(t.style)
@@ -257,22 +255,30 @@ func (t *Terminal) eraseDisplay(mode int) {
 	case 3:
 		t.hist.clear()
 	}
-	if mode != 3 {
-		t.wrapNext = false
-	}
 }
 
 func (t *Terminal) eraseLine(mode int) {
 	l := t.cur.lines[t.y]
+	x := t.ex()
 	switch mode {
 	case 0:
-		l.erase(t.x, t.cols, t.style)
+		l.erase(x, t.cols, t.style)
 	case 1:
-		l.erase(0, t.x+1, t.style)
+		l.erase(0, x+1, t.style)
 	case 2:
 		l.erase(0, t.cols, t.style)
 	}
-	t.wrapNext = false
+}
+
+// ex is the cursor column the character erase, insert and delete
+// operations act at: past the last column while a wrap is pending, so
+// that they leave the last character alone and the wrap still happens,
+// as in tmux (whose cursor is then at column cols).
+func (t *Terminal) ex() int {
+	if t.wrapNext {
+		return t.cols
+	}
+	return t.x
 }
 
 // insertLines inserts n blank rows at the cursor row, inside the region.

@@ -130,6 +130,11 @@ func (t *Terminal) Size() (cols, rows int) { return t.cols, t.rows }
 // program shows it. The column is cols-1 when a wrap is pending.
 func (t *Terminal) Cursor() (x, y int, visible bool) { return t.x, t.y, t.modes.CursorVisible }
 
+// WrapPending reports whether the cursor sits past the last character of
+// its row, the next character going to the start of the next row (tmux
+// reports the cursor at column cols then).
+func (t *Terminal) WrapPending() bool { return t.wrapNext }
+
 // Title returns the window title last set with OSC 0 or 2.
 func (t *Terminal) Title() string { return t.title }
 
