@@ -1,32 +1,106 @@
 package vt
 
 import (
-	"strings"
 	"unicode/utf8"
 	"unsafe"
 )
 
 // histLine is a row that scrolled off the top of the main screen, stored
-// by content: its text (trailing blanks trimmed, a wide character once,
-// combining marks after their base) and the styles as runs over the
-// text's bytes. A row in one style, the common case, has no runs.
-type histLine struct {
-	text    string
-	runs    []styleRun
-	style   Style // the style of the whole text when runs is nil
-	wrapped bool
+// by content in one string: a flags byte, then, if the row has any style,
+// its style runs (count, then per run the byte length of its text and the
+// style in styleSize bytes), then its text: trailing default blanks
+// trimmed, a wide character once, combining marks after their base. A row
+// costs its text, its runs and one string header; never its width.
+type histLine string
+
+const (
+	histWrapped = 1 << iota
+	histStyled
+)
+
+// styleSize is a Style's encoded length: three colours and the attributes.
+const styleSize = 4 + 4 + 4 + 2 + 1
+
+// lineOverhead is what a stored row costs beyond its encoding: its slot in
+// the ring (kept at most twice the live rows by compaction) and the
+// allocator's rounding of its bytes.
+var lineOverhead = 2*int(unsafe.Sizeof(histLine(""))) + 8
+
+func (l histLine) wrapped() bool { return len(l) > 0 && l[0]&histWrapped != 0 }
+
+// decode returns the row's text and calls run for each style run with the
+// run's text.
+func (l histLine) decode(run func(st Style, text string)) string {
+	if len(l) == 0 {
+		return ""
+	}
+	if l[0]&histStyled == 0 {
+		if run != nil {
+			run(Style{}, string(l[1:]))
+		}
+		return string(l[1:])
+	}
+	i := 1
+	n, k := uvarint(l[i:])
+	i += k
+	type span struct {
+		n  int
+		st Style
+	}
+	var spans []span
+	if run != nil {
+		spans = make([]span, 0, n)
+	}
+	for range n {
+		m, k := uvarint(l[i:])
+		i += k
+		if run != nil {
+			spans = append(spans, span{m, decodeStyle(string(l[i : i+styleSize]))})
+		}
+		i += styleSize
+	}
+	text := string(l[i:])
+	off := 0
+	for _, sp := range spans {
+		run(sp.st, text[off:off+sp.n])
+		off += sp.n
+	}
+	return text
 }
 
-// styleRun gives the style of the next n bytes of a histLine's text.
-type styleRun struct {
-	n     uint32
-	style Style
+func uvarint(s histLine) (int, int) {
+	v, shift := 0, 0
+	for i := 0; i < len(s); i++ {
+		v |= int(s[i]&0x7f) << shift
+		if s[i] < 0x80 {
+			return v, i + 1
+		}
+		shift += 7
+	}
+	return v, len(s)
 }
 
-// lineOverhead is what a stored row costs beyond its text and runs: its
-// slot in the ring (kept at most twice the live rows by compaction) and
-// the allocator's rounding of its text.
-var lineOverhead = 2*int(unsafe.Sizeof(histLine{})) + 16
+func appendUvarint(b []byte, v int) []byte {
+	for v >= 0x80 {
+		b = append(b, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(b, byte(v))
+}
+
+func appendStyle(b []byte, st Style) []byte {
+	for _, c := range [3]Color{st.Fg, st.Bg, st.UlColor} {
+		b = append(b, byte(c>>24), byte(c>>16), byte(c>>8), byte(c))
+	}
+	return append(b, byte(st.Attr>>8), byte(st.Attr), byte(st.Underline))
+}
+
+func decodeStyle(s string) Style {
+	c := func(i int) Color {
+		return Color(uint32(s[i])<<24 | uint32(s[i+1])<<16 | uint32(s[i+2])<<8 | uint32(s[i+3]))
+	}
+	return Style{Fg: c(0), Bg: c(4), UlColor: c(8), Attr: Attr(s[12])<<8 | Attr(s[13]), Underline: Underline(s[14])}
+}
 
 // history is the scrollback: stored rows, oldest first, with their cost
 // in bytes kept at or under budget by evicting whole rows from the front.
@@ -37,9 +111,7 @@ type history struct {
 	budget int
 }
 
-func (h *history) cost(l *histLine) int {
-	return len(l.text) + len(l.runs)*int(unsafe.Sizeof(styleRun{})) + lineOverhead
-}
+func (h *history) cost(l histLine) int { return len(l) + lineOverhead }
 
 // push stores a copy of l.
 func (h *history) push(l *line) {
@@ -47,15 +119,15 @@ func (h *history) push(l *line) {
 		return
 	}
 	hl := encodeLine(l)
-	c := h.cost(&hl)
+	c := h.cost(hl)
 	if c > h.budget {
 		return
 	}
 	h.lines = append(h.lines, hl)
 	h.bytes += c
 	for h.bytes > h.budget {
-		h.bytes -= h.cost(&h.lines[h.head])
-		h.lines[h.head] = histLine{}
+		h.bytes -= h.cost(h.lines[h.head])
+		h.lines[h.head] = ""
 		h.head++
 	}
 	if h.head > 64 && h.head > len(h.lines)/2 {
@@ -73,58 +145,62 @@ func (h *history) clear() {
 func (h *history) len() int { return len(h.lines) - h.head }
 
 // at returns stored row i, 0 being the oldest.
-func (h *history) at(i int) *histLine { return &h.lines[h.head+i] }
+func (h *history) at(i int) histLine { return h.lines[h.head+i] }
 
 // encodeLine turns a grid row into its stored form.
 func encodeLine(l *line) histLine {
-	end := len(l.cells)
-	for end > 0 {
-		c := l.cells[end-1]
-		if (c.R != 0 && c.R != ' ') || c.Style != (Style{}) {
-			break
-		}
-		if l.comb != nil && l.comb[end-1] != "" {
-			break
-		}
-		end--
+	end := styledEnd(l)
+	var flags byte
+	if l.wrapped {
+		flags |= histWrapped
 	}
-	hl := histLine{wrapped: l.wrapped}
-	if end == 0 {
-		return hl
+	if end == 0 && flags == 0 {
+		return ""
 	}
-	var sb strings.Builder
-	sb.Grow(end)
-	var runs []styleRun
-	cur := l.cells[0].Style
+	// Text first, noting where the style changes.
+	text := make([]byte, 0, end)
+	var runs []byte
+	nruns := 0
+	cur := Style{}
+	if end > 0 {
+		cur = l.cells[0].Style
+	}
 	start := 0
+	styled := false
 	for i, c := range l.cells[:end] {
 		if c.Wide == wideTail {
 			continue
 		}
 		if c.Style != cur {
-			runs = append(runs, styleRun{n: uint32(sb.Len() - start), style: cur})
-			start = sb.Len()
+			runs = appendStyle(appendUvarint(runs, len(text)-start), cur)
+			nruns++
+			start = len(text)
 			cur = c.Style
 		}
-		r := c.R
-		if r == 0 {
-			r = ' '
+		if c.Style != (Style{}) {
+			styled = true
 		}
-		if r < utf8.RuneSelf {
-			sb.WriteByte(byte(r))
-		} else {
-			sb.WriteRune(r)
+		switch {
+		case c.R == 0:
+			text = append(text, ' ')
+		case c.R < utf8.RuneSelf:
+			text = append(text, byte(c.R))
+		default:
+			text = utf8.AppendRune(text, c.R)
 		}
 		if l.comb != nil {
-			sb.WriteString(l.comb[i])
+			text = append(text, l.comb[i]...)
 		}
 	}
-	hl.text = sb.String()
-	if runs == nil {
-		hl.style = cur
-		return hl
+	if !styled {
+		b := make([]byte, 0, 1+len(text))
+		return histLine(append(append(b, flags), text...))
 	}
-	runs = append(runs, styleRun{n: uint32(sb.Len() - start), style: cur})
-	hl.runs = runs[:len(runs):len(runs)]
-	return hl
+	runs = appendStyle(appendUvarint(runs, len(text)-start), cur)
+	nruns++
+	b := make([]byte, 0, 1+4+len(runs)+len(text))
+	b = append(b, flags|histStyled)
+	b = appendUvarint(b, nruns)
+	b = append(b, runs...)
+	return histLine(append(b, text...))
 }

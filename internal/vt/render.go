@@ -55,7 +55,7 @@ func (t *Terminal) Scrollback(n int, ansi bool) []string {
 		if ansi {
 			b = appendHistStyled(b, hl)
 		} else {
-			b = trimSpaces(append(b, hl.text...), 0)
+			b = trimSpaces(append(b, hl.decode(nil)...), 0)
 		}
 		out = append(out, string(b))
 	}
@@ -128,21 +128,19 @@ func appendStyled(b []byte, l *line) []byte {
 	return b
 }
 
-func appendHistStyled(b []byte, hl *histLine) []byte {
-	if hl.runs == nil {
-		if hl.style != (Style{}) {
-			b = appendSGR(b, hl.style)
-			return append(append(b, hl.text...), "\x1b[0m"...)
+func appendHistStyled(b []byte, hl histLine) []byte {
+	styled := false
+	hl.decode(func(st Style, text string) {
+		if st != (Style{}) || styled {
+			b = appendSGR(b, st)
+			styled = true
 		}
-		return trimSpaces(append(b, hl.text...), len(b))
+		b = append(b, text...)
+	})
+	if styled {
+		b = append(b, "\x1b[0m"...)
 	}
-	off := 0
-	for _, r := range hl.runs {
-		b = appendSGR(b, r.style)
-		b = append(b, hl.text[off:off+int(r.n)]...)
-		off += int(r.n)
-	}
-	return append(b, "\x1b[0m"...)
+	return b
 }
 
 // appendSGR appends the SGR sequence that sets exactly st, from any state.
@@ -421,7 +419,7 @@ func (t *Terminal) Reset() []byte {
 	if t.cur == t.alt {
 		b = appendKittyPop(b, t.alt)
 		b = append(b, "\x1b[?1049l"...)
-		if t.modes.AltScrollCursor {
+		if t.altCursor {
 			x, y = t.main.saved.x, t.main.saved.y
 		}
 	}

@@ -34,25 +34,24 @@ const (
 // Modes is the set of modes a program has set, as Terminal.Modes reports
 // them.
 type Modes struct {
-	AltScreen       bool // 1049, 1047 or 47
-	CursorKeys      bool // DECCKM (?1): application cursor keys
-	Keypad          bool // DECKPAM (ESC =): application keypad
-	Origin          bool // DECOM (?6)
-	Autowrap        bool // DECAWM (?7)
-	Insert          bool // IRM (4)
-	NewLine         bool // LNM (20)
-	CursorVisible   bool // DECTCEM (?25)
-	CursorBlink     bool // ?12
-	BracketedPaste  bool // ?2004
-	Focus           bool // ?1004
-	SyncOutput      bool // ?2026: tracked, never replayed
-	Mouse           MouseTracking
-	MouseEncoding   uint16 // 0 (X10 bytes), 1005, 1006 or 1015
-	KittyKeyboard   uint16 // current kitty keyboard flags of the active screen
-	CursorShape     int    // DECSCUSR parameter, 0 = terminal default
-	ScrollTop       int    // scroll region, 0-based inclusive
-	ScrollBottom    int
-	AltScrollCursor bool // ?1049 saved the cursor on entry
+	AltScreen      bool // 1049, 1047 or 47
+	CursorKeys     bool // DECCKM (?1): application cursor keys
+	Keypad         bool // DECKPAM (ESC =): application keypad
+	Origin         bool // DECOM (?6)
+	Autowrap       bool // DECAWM (?7)
+	Insert         bool // IRM (4)
+	NewLine        bool // LNM (20)
+	CursorVisible  bool // DECTCEM (?25)
+	CursorBlink    bool // ?12
+	BracketedPaste bool // ?2004
+	Focus          bool // ?1004
+	SyncOutput     bool // ?2026: tracked, never replayed
+	Mouse          MouseTracking
+	MouseEncoding  uint16 // 0 (X10 bytes), 1005, 1006 or 1015
+	KittyKeyboard  uint16 // current kitty keyboard flags of the active screen
+	CursorShape    int    // DECSCUSR parameter, 0 = terminal default
+	ScrollTop      int    // scroll region, 0-based inclusive
+	ScrollBottom   int
 }
 
 // Terminal is a VT/xterm screen model: fed a program's output with Write,
@@ -76,6 +75,9 @@ type Terminal struct {
 	lastRune rune
 	modes    Modes
 	title    string
+	// altCursor: the alternate screen was entered with 1049, which saved
+	// the main screen's cursor to be restored on leaving.
+	altCursor bool
 
 	hist history
 
@@ -387,7 +389,7 @@ func (t *Terminal) enterAlt(saveCursor bool) {
 	if saveCursor {
 		t.saveCursor()
 	}
-	t.modes.AltScrollCursor = saveCursor
+	t.altCursor = saveCursor
 	t.alt = newScreen(t.cols, t.rows)
 	for _, l := range t.alt.lines {
 		l.clear(t.style)
