@@ -1,6 +1,7 @@
 package vt
 
 import (
+	"math/bits"
 	"unicode/utf8"
 	"unsafe"
 )
@@ -21,10 +22,28 @@ const (
 // styleSize is a Style's encoded length: three colours and the attributes.
 const styleSize = 4 + 4 + 4 + 2 + 1
 
-// lineOverhead is what a stored row costs beyond its encoding: its slot in
-// the ring (kept at most twice the live rows by compaction) and the
-// allocator's rounding of its bytes.
-var lineOverhead = 2*int(unsafe.Sizeof(histLine(""))) + 8
+// slotCost is what a stored row costs in the ring beyond its bytes: two
+// string headers, as compaction keeps the ring's capacity within about
+// twice the live rows.
+var slotCost = 2 * int(unsafe.Sizeof(histLine("")))
+
+// allocSize estimates what the allocator spends on n bytes: its size
+// classes step by 16 bytes up to 128, by 32 to 512, by 64 to 1024, then
+// by about an eighth.
+func allocSize(n int) int {
+	switch {
+	case n == 0:
+		return 0
+	case n <= 128:
+		return (n + 15) &^ 15
+	case n <= 512:
+		return (n + 31) &^ 31
+	case n <= 1024:
+		return (n + 63) &^ 63
+	}
+	step := 1 << (bits.Len(uint(n)) - 3)
+	return (n + step - 1) &^ (step - 1)
+}
 
 func (l histLine) wrapped() bool { return len(l) > 0 && l[0]&histWrapped != 0 }
 
@@ -105,23 +124,38 @@ func decodeStyle(s string) Style {
 // history is the scrollback: stored rows, oldest first, with their cost
 // in bytes kept at or under budget by evicting whole rows from the front.
 type history struct {
-	lines  []histLine
-	head   int // lines[:head] are evicted slots awaiting compaction
-	bytes  int
-	budget int
+	lines []histLine
+	head  int // lines[:head] are evicted slots awaiting compaction
+	// text and runs are encode's scratch space, reused row after row.
+	text, runs []byte
+	bytes      int
+	budget     int
 }
 
-func (h *history) cost(l histLine) int { return len(l) + lineOverhead }
+func (h *history) cost(l histLine) int { return allocSize(len(l)) + slotCost }
 
 // push stores a copy of l.
 func (h *history) push(l *line) {
 	if h.budget <= 0 {
 		return
 	}
-	hl := encodeLine(l)
+	hl := h.encode(l)
 	c := h.cost(hl)
 	if c > h.budget {
 		return
+	}
+	if len(h.lines) == cap(h.lines) && h.head > 0 && h.head >= len(h.lines)/4 {
+		// Full, a quarter or more evicted: compact rather than grow,
+		// and give memory back when the rows have become few.
+		live := h.lines[h.head:]
+		if len(live) < cap(h.lines)/2 {
+			h.lines = append(make([]histLine, 0, len(live)+len(live)/4+16), live...)
+		} else {
+			n := copy(h.lines, live)
+			clear(h.lines[n:])
+			h.lines = h.lines[:n]
+		}
+		h.head = 0
 	}
 	h.lines = append(h.lines, hl)
 	h.bytes += c
@@ -129,12 +163,6 @@ func (h *history) push(l *line) {
 		h.bytes -= h.cost(h.lines[h.head])
 		h.lines[h.head] = ""
 		h.head++
-	}
-	if h.head > 64 && h.head > len(h.lines)/2 {
-		n := copy(h.lines, h.lines[h.head:])
-		clear(h.lines[n:])
-		h.lines = h.lines[:n]
-		h.head = 0
 	}
 }
 
@@ -147,8 +175,8 @@ func (h *history) len() int { return len(h.lines) - h.head }
 // at returns stored row i, 0 being the oldest.
 func (h *history) at(i int) histLine { return h.lines[h.head+i] }
 
-// encodeLine turns a grid row into its stored form.
-func encodeLine(l *line) histLine {
+// encode turns a grid row into its stored form.
+func (h *history) encode(l *line) histLine {
 	end := styledEnd(l)
 	var flags byte
 	if l.wrapped {
@@ -158,8 +186,9 @@ func encodeLine(l *line) histLine {
 		return ""
 	}
 	// Text first, noting where the style changes.
-	text := make([]byte, 0, end)
-	var runs []byte
+	text := h.text[:0]
+	runs := h.runs[:0]
+	defer func() { h.text, h.runs = text[:0], runs[:0] }()
 	nruns := 0
 	cur := Style{}
 	if end > 0 {
@@ -194,7 +223,7 @@ func encodeLine(l *line) histLine {
 	}
 	if !styled {
 		b := make([]byte, 0, 1+len(text))
-		return histLine(append(append(b, flags), text...))
+		return frozen(append(append(b, flags), text...))
 	}
 	runs = appendStyle(appendUvarint(runs, len(text)-start), cur)
 	nruns++
@@ -202,5 +231,9 @@ func encodeLine(l *line) histLine {
 	b = append(b, flags|histStyled)
 	b = appendUvarint(b, nruns)
 	b = append(b, runs...)
-	return histLine(append(b, text...))
+	return frozen(append(b, text...))
 }
+
+// frozen turns b, which nothing else refers to or changes, into a
+// histLine without copying it.
+func frozen(b []byte) histLine { return histLine(unsafe.String(unsafe.SliceData(b), len(b))) }

@@ -384,6 +384,7 @@ func (t *Terminal) escDispatch(c byte) {
 						l.cells[i] = Cell{R: 'E'}
 					}
 					l.comb = nil
+					l.used = len(l.cells)
 				}
 				t.top, t.bot = 0, t.rows-1
 				t.moveTo(0, 0)

@@ -92,7 +92,7 @@ func appendPlain(b []byte, l *line) []byte {
 // styledEnd is where a row's content ends: past the last cell that is not
 // a default blank.
 func styledEnd(l *line) int {
-	end := len(l.cells)
+	end := l.used
 	for end > 0 {
 		c := l.cells[end-1]
 		if (c.R != 0 && c.R != ' ') || c.Style != (Style{}) || (l.comb != nil && l.comb[end-1] != "") {

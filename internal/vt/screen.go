@@ -10,6 +10,16 @@ type line struct {
 	// wrapped reports that the text continued onto the next row by
 	// autowrap (tmux's GRID_LINE_WRAPPED).
 	wrapped bool
+	// used bounds the written part: cells[used:] are all zero Cells, so
+	// clearing and storing a short row never walks its whole width.
+	used int
+}
+
+// touch records that cells before x may be non-zero.
+func (l *line) touch(x int) {
+	if x > l.used {
+		l.used = min(x, len(l.cells))
+	}
 }
 
 func newLine(cols int) *line { return &line{cells: make([]Cell, cols)} }
@@ -17,9 +27,15 @@ func newLine(cols int) *line { return &line{cells: make([]Cell, cols)} }
 // clear blanks the line with the erase style st (only its background is
 // kept: background colour erase).
 func (l *line) clear(st Style) {
-	blank := Cell{Style: Style{Bg: st.Bg}}
-	for i := range l.cells {
-		l.cells[i] = blank
+	if st.Bg == 0 {
+		clear(l.cells[:l.used])
+		l.used = 0
+	} else {
+		blank := Cell{Style: Style{Bg: st.Bg}}
+		for i := range l.cells {
+			l.cells[i] = blank
+		}
+		l.used = len(l.cells)
 	}
 	l.comb = nil
 	l.wrapped = false
@@ -39,6 +55,11 @@ func (l *line) erase(from, to int, st Style) {
 	blank := Cell{Style: Style{Bg: st.Bg}}
 	l.fixWide(from)
 	l.fixWide(to)
+	if st.Bg != 0 {
+		l.touch(to)
+	} else {
+		to = min(to, l.used)
+	}
 	for i := from; i < to; i++ {
 		l.cells[i] = blank
 		if l.comb != nil {
@@ -69,6 +90,7 @@ func (l *line) insertBlank(x, n int, st Style) {
 		n = w - x
 	}
 	l.fixWide(x)
+	l.touch(l.used + n)
 	copy(l.cells[x+n:], l.cells[x:w-n])
 	if l.comb != nil {
 		l.comb = shiftComb(l.comb, x, n, w)
@@ -123,6 +145,7 @@ func shiftComb(m map[int]string, x, d, w int) map[int]string {
 func (l *line) resize(cols int) {
 	if cols <= len(l.cells) {
 		l.cells = l.cells[:cols:cols]
+		l.used = min(l.used, cols)
 		if cols > 0 && l.cells[cols-1].Wide == wideLead {
 			l.cells[cols-1] = Cell{}
 		}

@@ -225,6 +225,7 @@ func (t *Terminal) print(r rune) {
 			delete(ln.comb, x+1)
 		}
 	}
+	ln.touch(x + w)
 	if w == 1 {
 		cells[x] = Cell{R: r, Style: t.style}
 	} else {
@@ -256,6 +257,7 @@ func (t *Terminal) printASCII(b []byte) {
 			b = b[1:]
 			continue
 		}
+		ln.touch(t.x + n)
 		st := t.style
 		for i, c := range b[:n] {
 			cells[i] = Cell{R: rune(c), Style: st}
