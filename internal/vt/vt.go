@@ -400,14 +400,15 @@ func (t *Terminal) enterAlt(saveCursor bool) {
 	t.modes.AltScreen = true
 }
 
-// leaveAlt returns to the main screen, dropping the alternate one.
+// leaveAlt returns to the main screen, dropping the alternate one. With
+// restoreCursor (1049) the saved cursor is restored even when the main
+// screen was already showing, as xterm and tmux do.
 func (t *Terminal) leaveAlt(restoreCursor bool) {
-	if t.cur != t.alt || t.alt == nil {
-		return
+	if t.cur == t.alt && t.alt != nil {
+		t.cur = t.main
+		t.alt = nil
+		t.modes.AltScreen = false
 	}
-	t.cur = t.main
-	t.alt = nil
-	t.modes.AltScreen = false
 	if restoreCursor {
 		t.restoreCursor()
 	}
