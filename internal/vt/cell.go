@@ -14,11 +14,18 @@ type Color uint32
 const (
 	colorIndexed = 1 << 24
 	colorRGB     = 2 << 24
-	colorKind    = 0xff << 24
+	// colorANSI is one of the 16 colours set by SGR 30–37, 90–97 (and
+	// the background ones): the same palette entry as Indexed, but kept
+	// apart because terminals may draw them differently (bold as bright).
+	colorANSI = 3 << 24
+	colorKind = 0xff << 24
 )
 
-// Indexed returns palette colour n (0–15 are the ANSI colours).
+// Indexed returns palette colour n as set by SGR 38;5;n.
 func Indexed(n uint8) Color { return Color(colorIndexed | uint32(n)) }
+
+// ANSI returns colour n (0–15) as set by SGR 30–37 and 90–97.
+func ANSI(n uint8) Color { return Color(colorANSI | uint32(n&15)) }
 
 // RGB returns a 24-bit colour.
 func RGB(r, g, b uint8) Color { return Color(colorRGB | uint32(r)<<16 | uint32(g)<<8 | uint32(b)) }
@@ -27,7 +34,9 @@ func RGB(r, g, b uint8) Color { return Color(colorRGB | uint32(r)<<16 | uint32(g
 func (c Color) IsDefault() bool { return c == 0 }
 
 // Index returns the palette index of an indexed colour.
-func (c Color) Index() (uint8, bool) { return uint8(c), c&colorKind == colorIndexed }
+func (c Color) Index() (uint8, bool) {
+	return uint8(c), c&colorKind == colorIndexed || c&colorKind == colorANSI
+}
 
 // RGB returns the components of a 24-bit colour.
 func (c Color) RGB() (r, g, b uint8, ok bool) {

@@ -485,11 +485,11 @@ func (t *Terminal) sgr() {
 		case v == 29:
 			st.Attr &^= Strike
 		case v >= 30 && v <= 37:
-			st.Fg = Indexed(uint8(v - 30))
+			st.Fg = ANSI(uint8(v - 30))
 		case v == 39:
 			st.Fg = 0
 		case v >= 40 && v <= 47:
-			st.Bg = Indexed(uint8(v - 40))
+			st.Bg = ANSI(uint8(v - 40))
 		case v == 49:
 			st.Bg = 0
 		case v == 53:
@@ -499,9 +499,9 @@ func (t *Terminal) sgr() {
 		case v == 59:
 			st.UlColor = 0
 		case v >= 90 && v <= 97:
-			st.Fg = Indexed(uint8(v - 90 + 8))
+			st.Fg = ANSI(uint8(v - 90 + 8))
 		case v >= 100 && v <= 107:
-			st.Bg = Indexed(uint8(v - 100 + 8))
+			st.Bg = ANSI(uint8(v - 100 + 8))
 		case v == 38 || v == 48 || v == 58:
 			var col Color
 			var ok bool

@@ -29,6 +29,10 @@ type tmuxState struct {
 	cursor string // "x,y"
 	alt    bool
 	title  string
+	// ansi is capture-pane -e; modes are tmux's mode flags. Only the
+	// oracle fills them.
+	ansi  string
+	modes string
 }
 
 func newOracle(t *testing.T) *oracle {
@@ -108,18 +112,26 @@ func (o *oracle) feed(data []byte, cols, rows int) tmuxState {
 func (o *oracle) state(name string, cols, rows int) tmuxState {
 	o.t.Helper()
 	info := strings.TrimSpace(o.tmux("display", "-p", "-t", name,
-		"#{pane_width}x#{pane_height}|#{cursor_x},#{cursor_y}|#{alternate_on}|#{pane_title}"))
-	f := strings.SplitN(info, "|", 4)
-	if len(f) != 4 || f[0] != fmt.Sprintf("%dx%d", cols, rows) {
+		"#{pane_width}x#{pane_height}|#{cursor_x},#{cursor_y}|#{alternate_on}|"+tmuxModes+"|#{pane_title}"))
+	f := strings.SplitN(info, "|", 5)
+	if len(f) != 5 || f[0] != fmt.Sprintf("%dx%d", cols, rows) {
 		o.t.Fatalf("pane %s: %q, want size %dx%d", name, info, cols, rows)
 	}
 	return tmuxState{
 		text:   o.tmux("capture-pane", "-p", "-t", name),
 		cursor: f[1],
 		alt:    f[2] == "1",
-		title:  f[3],
+		modes:  f[3],
+		title:  f[4],
+		ansi:   o.tmux("capture-pane", "-p", "-e", "-t", name),
 	}
 }
+
+// tmuxModes are the mode flags tmux 3.3 reports (it has none for
+// bracketed paste, focus or kitty flags).
+const tmuxModes = "cursor=#{cursor_flag} insert=#{insert_flag} ckm=#{keypad_cursor_flag} keypad=#{keypad_flag} " +
+	"mouse=#{mouse_standard_flag}#{mouse_button_flag}#{mouse_any_flag} sgr=#{mouse_sgr_flag} utf8=#{mouse_utf8_flag} " +
+	"origin=#{origin_flag} wrap=#{wrap_flag} region=#{scroll_region_upper}-#{scroll_region_lower}"
 
 // emuState is the same reading taken from the emulator.
 func emuState(data []byte, cols, rows int) (tmuxState, *Terminal) {
@@ -272,5 +284,40 @@ func TestTmuxOracleSynthetic(t *testing.T) {
 	o := newOracle(t)
 	for _, c := range syntheticCases() {
 		compareWithTmux(t, o, c)
+	}
+}
+
+// TestTmuxOracleRedraw checks Redraw and Reset on a real terminal: tmux
+// shown a stream, and tmux shown only the emulator's Redraw of that
+// stream, must agree cell for cell with attributes (capture-pane -e), in
+// cursor, alternate screen, title and modes; after Redraw then Reset,
+// every mode tmux reports is back to its default.
+func TestTmuxOracleRedraw(t *testing.T) {
+	o := newOracle(t)
+	cases := syntheticCases()
+	cases = append(cases, fixtures(t)...)
+	for _, c := range cases {
+		want := o.feed(c.data, c.cols, c.rows)
+		v := New(c.cols, c.rows, Options{})
+		v.Write(c.data)
+		redraw := v.Redraw(RedrawOptions{})
+		got := o.feed(redraw, c.cols, c.rows)
+		// Line drawing: tmux keeps the letters and the charset, the
+		// redraw sends the characters they show.
+		unSO := strings.NewReplacer("\x0e", "", "\x0f", "")
+		want.ansi, got.ansi = toACS(unSO.Replace(want.ansi)), toACS(unSO.Replace(got.ansi))
+		if want.ansi != got.ansi {
+			t.Errorf("%s: tmux shown the redraw differs\n%s", c.name, diffText(want.ansi, got.ansi))
+		}
+		if want.cursor != got.cursor || want.alt != got.alt || want.title != got.title || want.modes != got.modes {
+			t.Errorf("%s: after redraw\n  %s %v %q %s\nwant\n  %s %v %q %s", c.name, got.cursor, got.alt, got.title,
+				got.modes, want.cursor, want.alt, want.title, want.modes)
+		}
+		reset := o.feed(append(redraw, v.Reset()...), c.cols, c.rows)
+		wantModes := fmt.Sprintf("cursor=1 insert=0 ckm=0 keypad=0 mouse=000 sgr=0 utf8=0 origin=0 wrap=1 region=0-%d",
+			c.rows-1)
+		if reset.modes != wantModes || reset.alt {
+			t.Errorf("%s: after Reset tmux has %s alt=%v\nwant %s alt=false", c.name, reset.modes, reset.alt, wantModes)
+		}
 	}
 }

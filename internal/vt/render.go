@@ -103,10 +103,46 @@ func styledEnd(l *line) int {
 	return end
 }
 
-func appendStyled(b []byte, l *line) []byte {
+func appendStyled(b []byte, l *line) []byte { return appendRow(b, l, false) }
+
+// appendRow renders a row with SGR. With bce, a tail of blank cells that
+// differ from the default only in background is drawn with EL in that
+// background (background colour erase), as the program most likely drew
+// it, rather than as spaces.
+func appendRow(b []byte, l *line, bce bool) []byte {
 	var cur Style
-	for i, c := range l.cells[:styledEnd(l)] {
+	end := styledEnd(l)
+	tail := end
+	if bce && end > 0 {
+		bg := l.cells[end-1].Style
+		if bg == (Style{Bg: bg.Bg}) {
+			for tail > 0 && l.cells[tail-1].R == 0 && l.cells[tail-1].Wide == 0 && l.cells[tail-1].Style == bg &&
+				(l.comb == nil || l.comb[tail-1] == "") {
+				tail--
+			}
+		}
+	}
+	for i := 0; i < tail; i++ {
+		c := l.cells[i]
 		if c.Wide == wideTail {
+			continue
+		}
+		if bce && c.R == 0 && c.Style.Bg != 0 && c.Style == (Style{Bg: c.Style.Bg}) {
+			// A run of erased cells in a background: ECH, as drawn.
+			j := i
+			for j < tail && l.cells[j] == c && (l.comb == nil || l.comb[j] == "") {
+				j++
+			}
+			if cur != c.Style {
+				b = appendSGR(b, c.Style)
+				cur = c.Style
+			}
+			b = append(b, "\x1b["...)
+			b = strconv.AppendInt(b, int64(j-i), 10)
+			b = append(b, "X\x1b["...)
+			b = strconv.AppendInt(b, int64(j-i), 10)
+			b = append(b, 'C')
+			i = j - 1
 			continue
 		}
 		if c.Style != cur {
@@ -121,6 +157,13 @@ func appendStyled(b []byte, l *line) []byte {
 		if l.comb != nil {
 			b = append(b, l.comb[i]...)
 		}
+	}
+	if tail < end {
+		if st := l.cells[end-1].Style; cur != st {
+			b = appendSGR(b, st)
+			cur = st
+		}
+		b = append(b, "\x1b[K"...)
 	}
 	if cur != (Style{}) {
 		b = append(b, "\x1b[0m"...)
@@ -177,9 +220,10 @@ func appendColor(b []byte, c Color, base int) []byte {
 	}
 	if n, ok := c.Index(); ok {
 		switch {
-		case n < 8 && base != 50:
+		case c&colorKind != colorANSI || base == 50:
+		case n < 8:
 			return strconv.AppendInt(append(b, ';'), int64(base+int(n)), 10)
-		case n < 16 && base != 50:
+		default:
 			return strconv.AppendInt(append(b, ';'), int64(base+60+int(n)-8), 10)
 		}
 		b = strconv.AppendInt(append(b, ';'), int64(base+8), 10)
@@ -242,8 +286,11 @@ func (t *Terminal) Redraw(o RedrawOptions) []byte {
 		}
 	}
 	for i, l := range t.main.lines {
-		b = appendStyled(b, l)
-		if i < len(t.main.lines)-1 && !(l.wrapped && lastFull(l)) {
+		b = appendRow(b, l, true)
+		// A row that wrapped into a non-empty one is left to wrap in the
+		// outer terminal too, which then knows the rows are one line.
+		last := i == len(t.main.lines)-1
+		if !last && !(l.wrapped && lastFull(l) && styledEnd(t.main.lines[i+1]) > 0) {
 			b = append(b, "\r\n"...)
 		}
 	}
@@ -255,7 +302,7 @@ func (t *Terminal) Redraw(o RedrawOptions) []byte {
 		b = append(b, "\x1b[?1049h\x1b[H\x1b[2J"...)
 		for i, l := range t.alt.lines {
 			b = appendCUP(b, i, 0)
-			b = appendStyled(b, l)
+			b = appendRow(b, l, true)
 		}
 		b = t.appendKitty(b, t.alt)
 	}
