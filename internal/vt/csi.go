@@ -249,6 +249,7 @@ func (t *Terminal) eraseDisplay(mode int) {
 		}
 		ls[t.y].erase(0, x+1, t.style)
 	case 2:
+		t.pushScreen()
 		for _, l := range ls {
 			l.clear(t.style)
 		}
@@ -267,6 +268,23 @@ func (t *Terminal) eraseLine(mode int) {
 		l.erase(0, x+1, t.style)
 	case 2:
 		l.erase(0, t.cols, t.style)
+	}
+}
+
+// pushScreen stores the main screen's rows down to the last written one in
+// the scrollback before a clear, as tmux does (scroll-on-clear).
+func (t *Terminal) pushScreen() {
+	if t.cur != t.main {
+		return
+	}
+	last := 0
+	for i, l := range t.main.lines {
+		if styledEnd(l) > 0 {
+			last = i + 1
+		}
+	}
+	for _, l := range t.main.lines[:last] {
+		t.hist.push(l)
 	}
 }
 

@@ -34,8 +34,9 @@
 // tests: the alternate screen is cleared on entry for 47, 1047 and 1049;
 // resetting 1049 restores the saved cursor even on the main screen; with a
 // wrap pending, EL, ED, ECH, ICH and DCH act past the last column; rows
-// scroll into the scrollback only from a region that starts at the top of
-// the main screen. DEC special graphics are stored as the characters they
+// scrolled off the top of any scroll region of the main screen (by LF, IND
+// or SU, not DL) go to the scrollback, and so do the rows down to the last
+// written one on ED 2 (tmux's scroll-on-clear). DEC special graphics are stored as the characters they
 // show (┌─┐), where tmux keeps the ASCII letters and a charset flag.
 //
 // # Scrollback

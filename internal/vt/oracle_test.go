@@ -33,6 +33,8 @@ type tmuxState struct {
 	// oracle fills them.
 	ansi  string
 	modes string
+	// history is the scrollback as plain text, a row a line.
+	history string
 }
 
 func newOracle(t *testing.T) *oracle {
@@ -112,19 +114,24 @@ func (o *oracle) feed(data []byte, cols, rows int) tmuxState {
 func (o *oracle) state(name string, cols, rows int) tmuxState {
 	o.t.Helper()
 	info := strings.TrimSpace(o.tmux("display", "-p", "-t", name,
-		"#{pane_width}x#{pane_height}|#{cursor_x},#{cursor_y}|#{alternate_on}|"+tmuxModes+"|#{pane_title}"))
-	f := strings.SplitN(info, "|", 5)
-	if len(f) != 5 || f[0] != fmt.Sprintf("%dx%d", cols, rows) {
+		"#{pane_width}x#{pane_height}|#{cursor_x},#{cursor_y}|#{alternate_on}|"+tmuxModes+"|#{history_size}|#{pane_title}"))
+	f := strings.SplitN(info, "|", 6)
+	if len(f) != 6 || f[0] != fmt.Sprintf("%dx%d", cols, rows) {
 		o.t.Fatalf("pane %s: %q, want size %dx%d", name, info, cols, rows)
 	}
-	return tmuxState{
+	st := tmuxState{
 		text:   o.tmux("capture-pane", "-p", "-t", name),
 		cursor: f[1],
 		alt:    f[2] == "1",
 		modes:  f[3],
-		title:  f[4],
+		title:  f[5],
 		ansi:   o.tmux("capture-pane", "-p", "-e", "-t", name),
 	}
+	// With an empty history, -S - -E -1 would print the first row.
+	if f[4] != "0" {
+		st.history = o.tmux("capture-pane", "-p", "-S", "-", "-E", "-1", "-t", name)
+	}
+	return st
 }
 
 // tmuxModes are the mode flags tmux 3.3 reports (it has none for
@@ -141,8 +148,12 @@ func emuState(data []byte, cols, rows int) (tmuxState, *Terminal) {
 	if v.WrapPending() {
 		x = cols
 	}
+	var hist string
+	for _, l := range v.Scrollback(-1, false) {
+		hist += l + "\n"
+	}
 	return tmuxState{text: v.Text(), cursor: fmt.Sprintf("%d,%d", x, y), alt: v.Modes().AltScreen,
-		title: v.Title()}, v
+		title: v.Title(), history: hist}, v
 }
 
 // diffText shows the rows where two screens differ.
@@ -264,6 +275,9 @@ func compareWithTmux(t *testing.T, o *oracle, c oracleCase) {
 	want.text, got.text = toACS(want.text), toACS(got.text)
 	if want.text != got.text {
 		t.Errorf("%s: screens differ\n%s", c.name, diffText(want.text, got.text))
+	}
+	if h1, h2 := toACS(want.history), toACS(got.history); h1 != h2 {
+		t.Errorf("%s: scrollback differs\n%s", c.name, diffText(h1, h2))
 	}
 	if want.cursor != got.cursor {
 		t.Errorf("%s: cursor: tmux %s, vt %s", c.name, want.cursor, got.cursor)

@@ -417,8 +417,10 @@ func (t *Terminal) escDispatch(c byte) {
 	}
 }
 
-// fullReset is RIS: the power-on state; the scrollback is kept.
+// fullReset is RIS: the power-on state; the scrollback is kept, and gets
+// the main screen's rows as on ED 2.
 func (t *Terminal) fullReset() {
+	t.pushScreen()
 	for _, l := range t.main.lines {
 		l.clear(Style{})
 	}

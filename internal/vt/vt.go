@@ -317,14 +317,16 @@ func (t *Terminal) reverseIndex() {
 	}
 }
 
-// scrollUp scrolls the region up n rows. Rows leaving the top of a region
-// that starts at the top of the main screen go to the scrollback.
+// scrollUp scrolls the region up n rows. On the main screen the rows
+// leaving the top of the region go to the scrollback, whatever the region,
+// as in tmux: the lines a program scrolls away under a fixed header are
+// kept too.
 func (t *Terminal) scrollUp(n int) {
 	n = min(n, t.bot-t.top+1)
 	ls := t.cur.lines
 	for range n {
 		l := ls[t.top]
-		if t.cur == t.main && t.top == 0 {
+		if t.cur == t.main {
 			t.hist.push(l)
 		}
 		copy(ls[t.top:t.bot], ls[t.top+1:t.bot+1])
