@@ -103,15 +103,19 @@ func styledEnd(l *line) int {
 	return end
 }
 
-func appendStyled(b []byte, l *line) []byte { return appendRow(b, l, false) }
+func appendStyled(b []byte, l *line) []byte { return appendRow(b, l, false, false) }
 
 // appendRow renders a row with SGR. With bce, a tail of blank cells that
 // differ from the default only in background is drawn with EL in that
 // background (background colour erase), as the program most likely drew
-// it, rather than as spaces.
-func appendRow(b []byte, l *line, bce bool) []byte {
+// it, rather than as spaces. With full, the row is drawn to its last
+// cell, trailing spaces included, so that the outer terminal wraps after it.
+func appendRow(b []byte, l *line, bce, full bool) []byte {
 	var cur Style
 	end := styledEnd(l)
+	if full {
+		end = len(l.cells)
+	}
 	tail := end
 	if bce && end > 0 {
 		bg := l.cells[end-1].Style
@@ -286,11 +290,13 @@ func (t *Terminal) Redraw(o RedrawOptions) []byte {
 		}
 	}
 	for i, l := range t.main.lines {
-		b = appendRow(b, l, true)
-		// A row that wrapped into a non-empty one is left to wrap in the
-		// outer terminal too, which then knows the rows are one line.
+		// A row that wrapped into a non-empty one is drawn in full and
+		// left to wrap in the outer terminal too, which then knows the
+		// rows are one line.
 		last := i == len(t.main.lines)-1
-		if !last && !(l.wrapped && lastFull(l) && styledEnd(t.main.lines[i+1]) > 0) {
+		joined := !last && l.wrapped && lastFull(l) && styledEnd(t.main.lines[i+1]) > 0
+		b = appendRow(b, l, true, joined)
+		if !last && !joined {
 			b = append(b, "\r\n"...)
 		}
 	}
@@ -302,7 +308,7 @@ func (t *Terminal) Redraw(o RedrawOptions) []byte {
 		b = append(b, "\x1b[?1049h\x1b[H\x1b[2J"...)
 		for i, l := range t.alt.lines {
 			b = appendCUP(b, i, 0)
-			b = appendRow(b, l, true)
+			b = appendRow(b, l, true, false)
 		}
 		b = t.appendKitty(b, t.alt)
 	}
