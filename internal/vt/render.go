@@ -301,6 +301,11 @@ func (t *Terminal) Redraw(o RedrawOptions) []byte {
 		}
 	}
 	b = t.appendKitty(b, t.main)
+	if t.cur != t.alt || !t.altCursor {
+		// The main screen's DECSC (on the alternate screen, 1049 below
+		// saves it).
+		b = t.appendSaved(b, t.main.saved)
+	}
 	if t.cur == t.alt {
 		// The cursor the outer terminal saves on entering.
 		sx, sy := t.main.saved.x, t.main.saved.y
@@ -310,6 +315,7 @@ func (t *Terminal) Redraw(o RedrawOptions) []byte {
 			b = appendCUP(b, i, 0)
 			b = appendRow(b, l, true, false)
 		}
+		b = t.appendSaved(b, t.alt.saved)
 		b = t.appendKitty(b, t.alt)
 	}
 
@@ -400,6 +406,27 @@ func (t *Terminal) Redraw(o RedrawOptions) []byte {
 		b = append(b, "\x1b[?25l"...)
 	}
 	return append(b, "\x1b[?2026l"...)
+}
+
+// appendSaved makes the outer terminal's DECSC hold s: position, pen and
+// charsets (origin mode is not replayed in it).
+func (t *Terminal) appendSaved(b []byte, s savedCursor) []byte {
+	if !s.set {
+		return b
+	}
+	b = appendCUP(b, s.y, s.x)
+	b = appendSGR(b, s.style)
+	if s.charsets[0] == charsetDEC {
+		b = append(b, "\x1b(0"...)
+	}
+	if s.charsets[1] == charsetDEC {
+		b = append(b, "\x1b)0"...)
+	}
+	if s.gl == 1 {
+		b = append(b, 0x0e)
+	}
+	b = append(b, "\x1b7\x1b[0m\x1b(B\x1b)B\x0f"...)
+	return b
 }
 
 func dropControls(r rune) rune {

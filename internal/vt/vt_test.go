@@ -209,6 +209,10 @@ func TestRedrawReproduces(t *testing.T) {
 		if src.Title() != dst.Title() {
 			t.Errorf("stream %d: title %q want %q", i, dst.Title(), src.Title())
 		}
+		if ss, ds := src.main.saved, dst.main.saved; ss.set && (ss.x != ds.x || ss.y != ds.y || ss.style != ds.style ||
+			ss.charsets != ds.charsets || ss.gl != ds.gl) {
+			t.Errorf("stream %d: saved cursor %+v want %+v", i, ds, ss)
+		}
 		if src.style != dst.style {
 			t.Errorf("stream %d: pen %+v want %+v", i, dst.style, src.style)
 		}
