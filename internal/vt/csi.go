@@ -97,7 +97,9 @@ func (t *Terminal) csiDispatch(c byte) {
 	case 'C', 'a':
 		t.moveTo(t.x+t.param(0, 1), t.y)
 	case 'D':
-		t.moveTo(t.x-t.param(0, 1), t.y)
+		// From a pending wrap tmux counts from column cols (xterm from
+		// cols-1).
+		t.moveTo(t.ex()-t.param(0, 1), t.y)
 	case 'E':
 		t.cursorDown(t.param(0, 1))
 		t.x = 0
@@ -176,8 +178,10 @@ func (t *Terminal) csiDispatch(c byte) {
 		top, bot := t.param(0, 1)-1, t.param(1, t.rows)-1
 		bot = min(bot, t.rows-1)
 		if top < bot {
+			// tmux homes to the screen's top left even in origin
+			// mode (xterm to the region's).
 			t.top, t.bot = top, bot
-			t.cup(0, 0)
+			t.x, t.y, t.wrapNext = 0, 0, false
 		}
 	case 's':
 		t.saveCursor()
@@ -402,7 +406,9 @@ func (t *Terminal) setMode(m int, on bool) {
 	switch m {
 	case 1:
 		md.CursorKeys = on
-	case 3: // DECCOLM: no resize, but xterm clears and homes
+	case 3: // DECCOLM: no resize; tmux (like xterm) homes and clears
+		t.moveTo(0, 0)
+		t.eraseDisplay(2)
 	case 6:
 		md.Origin = on
 		t.cup(0, 0)

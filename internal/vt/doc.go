@@ -33,7 +33,12 @@
 // Where terminals differ, tmux is followed, since it is the oracle of the
 // tests: the alternate screen is cleared on entry for 47, 1047 and 1049;
 // resetting 1049 restores the saved cursor even on the main screen; with a
-// wrap pending, EL, ED, ECH, ICH and DCH act past the last column; rows
+// wrap pending, EL, ED, ECH, ICH, DCH and CUB count from past the last
+// column (xterm counts CUB from the last column: vttest's 132-column
+// screens shown at 80 columns differ there); DECSTBM homes the cursor to
+// the screen's top left even in origin mode (xterm: to the region's top;
+// vttest's origin mode screen shows it); DECCOLM clears and homes without
+// resizing; rows
 // scrolled off the top of any scroll region of the main screen (by LF, IND
 // or SU, not DL) go to the scrollback, and so do the rows down to the last
 // written one on ED 2 (tmux's scroll-on-clear). DEC special graphics are stored as the characters they

@@ -20,7 +20,8 @@ import (
 // A recording is a real program run in a PTY and driven by keys; its
 // output bytes are the fixture testdata/NAME-COLSxROWS.bin. The fixtures
 // are committed, so the oracle test needs only tmux; VT_RECORD=1 makes
-// them again from the programs on this machine:
+// them again from the programs on this machine (VT_RECORD=vim,less: only
+// those):
 //
 //	VT_RECORD=1 go test -run TestRecordFixtures ./internal/vt
 type recording struct {
@@ -52,6 +53,12 @@ func recordings(dir string) []recording {
 			argv: []string{"dialog", "--title", "Pick one", "--menu", "Choose a colour:", "15", "50", "4",
 				"red", "a warm colour", "green", "grass", "blue", "the sea", "black", "night"},
 			keys: []string{"\x1b[B", "\x1b[B", "\t", "\t", "\r"}},
+		// vttest's first menu entries: cursor movement, screen features,
+		// character sets; each screen waits for Return.
+		{name: "vttest-cursor", cols: 80, rows: 24, argv: []string{"vttest"},
+			keys: []string{"1\r", "\r", "\r", "\r", "\r", "\r", "\r", "0\r"}},
+		{name: "vttest-screen", cols: 80, rows: 24, argv: []string{"vttest"},
+			keys: append(append([]string{"2\r"}, strings.Split(strings.Repeat("\r", 15), "")...), "0\r")},
 		{name: "bash-colour", cols: 60, rows: 20,
 			argv: []string{"bash", "--norc", "--noprofile", "-i"},
 			keys: []string{"ls --color=always -la /usr/bin | head -30\r", "printf '\\e[38;5;208morange\\e[0m \\e[48;2;0;0;255mblue\\e[0m\\n'\r",
@@ -145,7 +152,11 @@ func TestRecordFixtures(t *testing.T) {
 	mark := testproc.Guard(t, 3*time.Minute)
 	dir := testproc.TempDir(t)
 	writeInputs(t, dir)
+	only := os.Getenv("VT_RECORD")
 	for _, r := range recordings(dir) {
+		if only != "1" && !strings.Contains(","+only+",", ","+r.name+",") {
+			continue
+		}
 		if _, err := exec.LookPath(r.argv[0]); err != nil {
 			t.Logf("%s: not installed, fixture kept as it is", r.name)
 			continue
