@@ -350,3 +350,28 @@ func TestResize(t *testing.T) {
 		t.Errorf("shrinking below the cursor: %q, %d rows of scrollback", got, w.ScrollbackLen())
 	}
 }
+
+// TestKittyStacksRoundTrip checks that Redraw rebuilds each screen's kitty
+// keyboard stack entry by entry and Reset pops exactly those entries.
+func TestKittyStacksRoundTrip(t *testing.T) {
+	src := New(20, 4, Options{})
+	src.Write([]byte("\x1b[>1u\x1b[>3u\x1b[>7u\x1b[?1049h\x1b[>15u\x1b[>31u"))
+	dst := New(20, 4, Options{})
+	dst.Write(src.Redraw(RedrawOptions{}))
+	if fmt.Sprint(dst.main.kitty) != "[1 3 7]" || dst.alt == nil || fmt.Sprint(dst.alt.kitty) != "[15 31]" {
+		t.Fatalf("stacks after redraw: main %v, alt %v", dst.main.kitty, dst.alt)
+	}
+	dst.Write(src.Reset())
+	if len(dst.main.kitty) != 0 || dst.alt != nil {
+		t.Fatalf("after Reset: main stack %v, alternate screen still on: %v", dst.main.kitty, dst.alt != nil)
+	}
+	// A stack that the program pushed past maxKitty keeps its newest
+	// entries.
+	v := New(20, 4, Options{})
+	for i := range 40 {
+		fmt.Fprintf(v, "\x1b[>%du", i)
+	}
+	if len(v.main.kitty) != maxKitty || v.Modes().KittyKeyboard != 39 {
+		t.Fatalf("stack of %d entries, top %d", len(v.main.kitty), v.Modes().KittyKeyboard)
+	}
+}
