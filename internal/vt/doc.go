@@ -51,9 +51,10 @@
 // trailing default blanks trimmed. Its cost is that string rounded to the
 // allocator's size class plus two string headers for its slot in the ring;
 // the oldest whole rows are evicted while the sum passes the budget
-// (default 8 MiB). Memory follows content: 1,000 one-byte rows cost a
-// third of 1,000 full 80-byte rows, and a flood (64 MiB of yes, then a
-// 10 MB line) leaves the heap within the budget (TestFloodMemory).
+// (default 8 MiB). Memory follows content: a one-byte row costs 48 bytes,
+// a full 80-byte row 128; 1 GiB of yes leaves 5.0 MB of heap and a 10 MB
+// line after it 8.0 MB, against the 8 MiB budget (TestFloodMemory with
+// VT_FLOOD_MB=1024).
 //
 // # Resize
 //
