@@ -153,7 +153,7 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	}
 	releaseStdin(cfg.HoldDir)
 	sh := newShell(&s.cfg, tree, ends)
-	if _, err := sh.ctl.Write([]byte(preludeFor(true))); err != nil {
+	if _, err := sh.ctl.Write([]byte(sh.proto.prelude(true))); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)
 	}

@@ -67,6 +67,11 @@ type shell struct {
 	stopErr  error
 	detached chan struct{} // closed when the owner lets the shell go
 	detachMu sync.Once
+	proto    protocol
+
+	// xtrace: the last command left xtrace on (its function turned it
+	// off). Only the holder of the session's turn uses it.
+	xtrace bool
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -119,7 +124,7 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 		return nil, fmt.Errorf("session: start %s: %w", cfg.Shell, err)
 	}
 	sh := newShell(cfg, tree, ends)
-	if _, err := sh.ctl.Write([]byte(preludeFor(cfg.HoldDir != ""))); err != nil {
+	if _, err := sh.ctl.Write([]byte(sh.proto.prelude(cfg.HoldDir != ""))); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: shell %s did not start: %w", cfg.Shell, err)
 	}
@@ -181,6 +186,7 @@ func makePipes() (*shellEnds, error) {
 func newShell(cfg *Config, tree contain.Tree, ends *shellEnds) *shell {
 	sh := &shell{
 		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams,
+		proto:    protoFor(cfg.Shell),
 		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 		detached: make(chan struct{}),
 	}
@@ -260,46 +266,120 @@ func (sh *shell) readStream(i int) {
 	}
 }
 
-// prelude is sent to a new shell, and again to a shell taken over by
-// Attach (whose owner may have died before sending it). It defines the
-// function every command line ends with:
+// The protocol. A new shell, and a shell taken over by Attach (whose
+// owner may have died before sending it), is first sent a prelude that
+// defines one function, whose name is drawn at random for each shell (so no
+// command can guess it, define it, unset it or alias it; bash also makes it
+// read-only):
 //
-//	__c NONCE RC [1]
+//	F NONCE RC [1]
 //
-// which writes "\037corral:NONCE RC PWD\0" on stdout (followed, with 1, by
-// the output of export -p and "\0") and "\037corral:NONCE RC\037" on
-// stderr. The nonce marks where the command's output ends on each stream;
-// the exit status is on both, so a command that closed one of them still
-// has a known status.
+// which writes "\037corral:NONCE RC FLAGS PWD\0" on stdout (followed, with
+// 1, by the output of export -p and "\0") and "\037corral:NONCE RC\037" on
+// descriptor 9. FLAGS is the shell's $-. The nonce marks where the
+// command's output ends on each stream; the exit status is on both, so a
+// command that closed one of them still has a known status.
 //
-// A command line is "eval 'CODE';__c NONCE $?" (with " <'FIFO'" after the
-// code when it has stdin): eval runs the code in the shell itself (so cd and
-// export stick), and nothing the code contains (a heredoc, a quote, a
-// syntax error) can reach past its single-quoted word. The line is short on
-// purpose: bash reads commands from a pipe one byte per system call.
+// Every name F uses at run time is called so that a command cannot
+// redefine it: F's body is parsed when the prelude is read, so no alias a
+// command defines later reaches it; bash calls every builtin through
+// "builtin" (a function named printf or export is then skipped), POSIX
+// shells through "command" or as special builtins, which dash does not let
+// a function shadow. bash lets a command define a function named eval,
+// which would make the shell only pass every later command to it: F
+// reports such a function (declare -F prints its name before PWD) and
+// removes it, and the result says so. What remains is a function named
+// builtin (bash) or command (POSIX shells): then F does not answer, and
+// the command ends only by its timeout, as a shell that stopped reading
+// does (set -n).
+//
+// A command is two lines:
+//
+//	\eval 'CODE' [<'FIFO'] [3<&-]
+//	{ F NONCE $?; } 9>&2 2>&-||F NONCE $? 0 x
+//
+// eval runs the code in the shell itself (so cd and export stick), and
+// nothing the code contains (a heredoc, a quote, a syntax error) can reach
+// past its single-quoted word; the backslash keeps an alias named eval out.
+// The marker has a line of its own because bash throws away the rest of
+// the current input line after some errors inside eval (declare -i n;
+// n=08, a[1+], exit 1 2). The brace group sends what xtrace prints for F
+// to nowhere, while F writes its stderr marker on the shell's real stderr
+// (9); if the command closed its stderr the group cannot start, and F runs
+// with no stderr marker (x). F also turns xtrace off, if the command left
+// it on, so that corral's own lines are never traced: the next command's
+// eval then starts with "set -x;" (untraced, since xtrace is off when it
+// runs) before the user's code. Lines are short on purpose: bash reads
+// commands from a pipe one byte per system call.
 //
 // No command may read or write the command channel on descriptor 3 (the
 // shell reads its commands through a close-on-exec copy of its own). A
-// shell we own closes it once, here (exec 3<&-). A held shell must keep
-// it: its read-write descriptor 3 is what keeps the channel from reaching
-// end of file when the owner dies; so each of its commands runs with
-// " 3<&-" after the code instead, which costs bash about 10 us.
-const prelude = `__c() { printf '\037corral:%s %d %s\000' "$1" "$2" "$PWD"; if [ "$3" = 1 ]; then export -p; printf '\000'; fi; printf '\037corral:%s %d\037' "$1" "$2" >&2; }
-`
+// shell we own closes it once, in the prelude (exec 3<&-). A held shell
+// must keep it: its read-write descriptor 3 is what keeps the channel from
+// reaching end of file when the owner dies; so each of its commands runs
+// with " 3<&-" after the code instead, which costs bash about 10 us.
 
-// preludeFor is the prelude for a shell, held or not.
-func preludeFor(held bool) string {
-	if held {
-		return prelude
+// protoFor returns the protocol of the shell at path, with a fresh name
+// for its function.
+func protoFor(path string) protocol {
+	var b [8]byte
+	rand.Read(b[:])
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	name := []byte("_c")
+	for _, c := range b {
+		name = append(name, letters[int(c)%len(letters)])
 	}
-	return "exec 3<&-\n" + prelude
+	p := protocol{fn: string(name)}
+	switch filepath.Base(path) {
+	case "bash":
+		p.kind = bashProto
+	case "zsh":
+		p.kind = zshProto
+	}
+	return p
 }
 
-// commandLine is the one line handed to the shell for a command.
-func commandLine(code, nonce, stdin string, trackEnv, held bool) string {
+type protoKind int
+
+const (
+	posixProto protoKind = iota // dash, ksh, sh: "command" and special builtins
+	bashProto                   // "builtin", read-only function, eval guard
+	zshProto                    // "builtin" (zsh's "command" runs no builtin)
+)
+
+// protocol is how corral talks to one shell: the kind of shell and the
+// name of its function.
+type protocol struct {
+	kind protoKind
+	fn   string
+}
+
+// prelude is the text that defines the protocol's function in the shell.
+func (p protocol) prelude(held bool) string {
 	var b strings.Builder
-	b.Grow(len(code) + 48)
-	b.WriteString("eval ")
+	if !held {
+		b.WriteString("exec 3<&-\n")
+	}
+	switch p.kind {
+	case bashProto:
+		b.WriteString(p.fn + `() { builtin printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval; builtin unset -f eval; builtin printf '%s\000' "$PWD"; case $3 in 1) builtin export -p; builtin printf '\000';; esac; case $- in *x*) builtin set +x;; esac; case $4 in x) ;; *) builtin printf '\037corral:%s %d\037' "$1" "$2" >&9;; esac; }; builtin readonly -f ` + p.fn + "\n")
+	case zshProto:
+		b.WriteString(p.fn + `() { builtin printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "$PWD"; case $3 in 1) builtin export -p; builtin printf '\000';; esac; case $- in *x*) builtin set +x;; esac; case $4 in x) ;; *) builtin printf '\037corral:%s %d\037' "$1" "$2" >&9;; esac; }` + "\n")
+	default:
+		b.WriteString(p.fn + `() { command printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "$PWD"; case $3 in 1) export -p; command printf '\000';; esac; case $- in *x*) set +x;; esac; case $4 in x) ;; *) command printf '\037corral:%s %d\037' "$1" "$2" >&9;; esac; }` + "\n")
+	}
+	return b.String()
+}
+
+// commandLine is the two lines handed to the shell for a command; xtrace
+// says the shell had xtrace on when the last command ended.
+func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace bool) string {
+	var b strings.Builder
+	b.Grow(len(code) + 64 + 2*len(p.fn))
+	b.WriteString("\\eval ")
+	if xtrace {
+		b.WriteString("'set -x;' ")
+	}
 	b.WriteString(quote(code))
 	if stdin != "" {
 		b.WriteString(" <")
@@ -308,13 +388,25 @@ func commandLine(code, nonce, stdin string, trackEnv, held bool) string {
 	if held {
 		b.WriteString(" 3<&-")
 	}
-	b.WriteString(";__c ")
-	b.WriteString(nonce)
+	env := " 0"
 	if trackEnv {
-		b.WriteString(" $? 1\n")
-	} else {
-		b.WriteString(" $?\n")
+		env = " 1"
 	}
+	b.WriteString("\n{ ")
+	b.WriteString(p.fn)
+	b.WriteString(" ")
+	b.WriteString(nonce)
+	b.WriteString(" $?")
+	if trackEnv {
+		b.WriteString(env)
+	}
+	b.WriteString("; } 9>&2 2>&-||")
+	b.WriteString(p.fn)
+	b.WriteString(" ")
+	b.WriteString(nonce)
+	b.WriteString(" $?")
+	b.WriteString(env)
+	b.WriteString(" x\n")
 	return b.String()
 }
 
@@ -378,7 +470,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 			res.OutputError = werr.Error()
 		}
 	}
-	if _, err := sh.ctl.Write([]byte(commandLine(code, nonce, stdin, track, sh.cfg.HoldDir != ""))); err != nil {
+	if _, err := sh.ctl.Write([]byte(sh.proto.commandLine(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace))); err != nil {
 		// Nothing of the command reached the shell: it is gone.
 		sh.dead.Store(true)
 		finish()
@@ -453,6 +545,12 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		res.Outcome, res.ExitCode = corral.OutcomeExited, k.exitCode()
 	}
 	finish()
+	if flags, evalFn, ok := k.shellFlags(); ok {
+		sh.xtrace = strings.IndexByte(flags, 'x') >= 0
+		if evalFn {
+			res.Error = joinErr(res.Error, "the command defined a function named eval, which would have received every later command instead of the shell's eval: corral removed it")
+		}
+	}
 	if cwd, env, ok := k.shellState(); ok {
 		sh.mu.Lock()
 		sh.cwd, sh.haveState = cwd, true

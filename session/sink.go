@@ -12,7 +12,7 @@ import (
 // sink receives one command's output from the shell's stdout and stderr:
 // it passes it to the caller's writers, counts and times it, enforces the
 // output limit, and finds the marker that ends it on each stream: the
-// prefix "\037corral:NONCE " and a trailer, "RC PWD\0" (plus the exported
+// prefix "\037corral:NONCE " and a trailer, "RC FLAGS PWD\0" (plus the exported
 // environment and "\0" when tracked) on stdout, "RC\037" on stderr. Bytes
 // after a marker belong to no command.
 type sink struct {
@@ -35,6 +35,8 @@ type sink struct {
 	rc      [2]int
 	haveRC  [2]bool
 	cwd     string
+	flags   string // the shell's $-
+	evalFn  bool   // the shell reported a function named eval
 	env     []string
 	haveCwd bool
 	total   int64
@@ -130,10 +132,14 @@ func (k *sink) collect(i int, b []byte) {
 		}
 		body = t[:end]
 		head, rest, _ := bytes.Cut(body, []byte{0})
-		rcs, cwd, _ := bytes.Cut(head, []byte{' '})
+		rcs, fields, _ := bytes.Cut(head, []byte{' '})
+		flags, cwd, _ := bytes.Cut(fields, []byte{' '})
+		if c, ok := bytes.CutPrefix(cwd, []byte("eval\n")); ok {
+			k.evalFn, cwd = true, c
+		}
 		if rc, err := strconv.Atoi(string(rcs)); err == nil {
 			k.rc[0], k.haveRC[0] = rc, true
-			k.cwd, k.haveCwd = string(cwd), true
+			k.cwd, k.flags, k.haveCwd = string(cwd), string(flags), true
 		}
 		if k.trackEnv {
 			k.env = parseExports(string(rest))
@@ -178,6 +184,14 @@ func (k *sink) shellState() (cwd string, env []string, ok bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.cwd, k.env, k.haveCwd
+}
+
+// shellFlags is the shell's $- after the command, and whether it reported
+// a function named eval.
+func (k *sink) shellFlags() (flags string, evalFn bool, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.flags, k.evalFn, k.haveCwd
 }
 
 // emit delivers p (first read at time at) within the output limit.

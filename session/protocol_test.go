@@ -1,0 +1,139 @@
+//go:build linux
+
+package session
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral"
+)
+
+// runBounded runs code with a timeout, so that a protocol a command broke
+// fails the test instead of hanging it.
+func runBounded(t *testing.T, s *Session, code string) (string, string, *corral.Result, error) {
+	t.Helper()
+	var out, errb strings.Builder
+	r, err := s.Exec(context.Background(), code, Options{Stdout: &out, Stderr: &errb, Timeout: 5 * time.Second})
+	return out.String(), errb.String(), r, err
+}
+
+// shellName is the shell a session of these tests runs.
+func shellName(s *Session) string { return s.cfg.Shell }
+
+// TestProtocolNamesBelongToTheUser: a command may define, unset or alias
+// any name, including the ones corral's protocol used to call (its
+// function __c, printf, eval, export, cd, [, set, trap, read): the command
+// and every later one still complete, with their own output and status.
+func TestProtocolNamesBelongToTheUser(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		cases := []string{
+			"__c() { :; }",
+			"unset -f __c",
+			"__c() { echo captured; }; alias __c='echo captured'",
+			"printf() { :; }",
+			"printf() { echo captured; }",
+			"cd() { echo captured; }",
+			"read() { echo captured; }",
+			"alias eval='echo captured' printf='echo captured'",
+		}
+		if shellName(s) == "bash" {
+			cases = append(cases,
+				"[() { echo captured; }; test() { echo captured; }",
+				"set() { echo captured; }; trap() { echo captured; }; unset() { echo captured; }",
+				"shopt -s expand_aliases; alias eval='echo captured' printf='echo captured' __c='echo captured' export='echo captured'",
+				"export() { echo captured; }; eval() { echo captured; }",
+				"declare() { echo captured; }; readonly() { echo captured; }",
+			)
+		}
+		for _, c := range cases {
+			out, errs, r, err := runBounded(t, s, c+"; echo defined")
+			if err != nil || out != "defined\n" {
+				t.Fatalf("%q: %q %q %+v %v", c, out, errs, r, err)
+			}
+			for i := 0; i < 2; i++ {
+				out, errs, r, err = runBounded(t, s, "echo next; false")
+				if out != "next\n" || r.ExitCode != 1 || r.Outcome != "exited" {
+					t.Fatalf("after %q: %q %q %+v %v", c, out, errs, r, err)
+				}
+			}
+			mustRun(t, s, "unalias -a; unset -f __c printf export cd read test set trap declare readonly 2>/dev/null; true")
+		}
+		if s.State().Resets != 0 {
+			t.Fatalf("the session was reset: %+v", s.State())
+		}
+	})
+}
+
+// TestEvalFunctionCannotCaptureTheSession: bash lets a command define a
+// function named eval; it must not receive every later command.
+func TestEvalFunctionCannotCaptureTheSession(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) != "bash" {
+			t.Skip("only bash lets a function shadow the special builtin eval")
+		}
+		_, _, r, err := runBounded(t, s, "eval() { echo captured \"$@\"; }")
+		if err != nil {
+			t.Fatalf("%+v %v", r, err)
+		}
+		if !strings.Contains(r.Error, "eval") {
+			t.Errorf("the result does not say that the function was removed: %+v", r)
+		}
+		out, errs, r, err := runBounded(t, s, "echo real")
+		if err != nil || out != "real\n" {
+			t.Fatalf("after eval(): %q %q %+v %v", out, errs, r, err)
+		}
+	})
+}
+
+// TestXtraceSeesOnlyTheUsersCode: under set -x the command's stderr holds
+// the trace of its own commands, never corral's.
+func TestXtraceSeesOnlyTheUsersCode(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		check := func(code, want string) {
+			t.Helper()
+			out, errs, r, err := runBounded(t, s, code)
+			if err != nil || out != "x\n" {
+				t.Fatalf("%q: %q %q %+v %v", code, out, errs, r, err)
+			}
+			// bash marks commands run by eval with a second +.
+			trace := strings.TrimLeft(errs, "+")
+			if trace != want || strings.Count(errs, "\n") != 1 {
+				t.Fatalf("%q: stderr %q, want only the trace %q", code, errs, want)
+			}
+		}
+		check("set -x; echo x", " echo x\n")
+		check("echo x", " echo x\n")
+		check("echo x", " echo x\n")
+		check("set +x; echo x", " set +x\n")
+		out, errs, _, err := runBounded(t, s, "echo x")
+		if err != nil || out != "x\n" || errs != "" {
+			t.Fatalf("after set +x: %q %q %v", out, errs, err)
+		}
+	})
+}
+
+// TestErrorsThatDiscardTheLine: bash throws away the rest of its input
+// line after some errors inside eval; the command still completes, with
+// the status bash gives it (1), and the session goes on.
+func TestErrorsThatDiscardTheLine(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) != "bash" {
+			t.Skip("bash only")
+		}
+		for _, c := range []string{"declare -i n; n=08", "a[1+]=1", "exit 7 8 9", "return 1 2", "shift 1 2"} {
+			out, errs, r, _ := runBounded(t, s, c+"; echo not-reached")
+			if r.Outcome != "exited" || r.ExitCode != 1 || out != "" || errs == "" {
+				t.Fatalf("%q: %q %q %+v", c, out, errs, r)
+			}
+			if got := mustRun(t, s, "echo next"); got != "next\n" {
+				t.Fatalf("after %q: %q", c, got)
+			}
+		}
+		if s.State().Resets != 0 {
+			t.Fatalf("the session was reset: %+v", s.State())
+		}
+	})
+}
