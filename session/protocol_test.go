@@ -4,6 +4,8 @@ package session
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +136,34 @@ func TestErrorsThatDiscardTheLine(t *testing.T) {
 		}
 		if s.State().Resets != 0 {
 			t.Fatalf("the session was reset: %+v", s.State())
+		}
+	})
+}
+
+// TestRecordedCwdIsTheShellsOwn: a command that assigns PWD does not move
+// the shell; the recorded cwd is where the shell really is, and stays the
+// logical path (through a symlink) when that path is where it really is.
+func TestRecordedCwdIsTheShellsOwn(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		dir, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, s, "cd "+dir+"; PWD=/etc")
+		if st := s.State(); st.Cwd != dir {
+			t.Fatalf("cwd %q after PWD=/etc, want %q", st.Cwd, dir)
+		}
+		link := filepath.Join(t.TempDir(), "link")
+		if err := os.Symlink(dir, link); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, s, "cd "+link)
+		if st := s.State(); st.Cwd != link {
+			t.Fatalf("cwd %q after cd through a symlink, want %q", st.Cwd, link)
+		}
+		mustRun(t, s, "cd /; PWD="+link)
+		if st := s.State(); st.Cwd != "/" {
+			t.Fatalf("cwd %q after PWD=%s in /, want /", st.Cwd, link)
 		}
 	})
 }

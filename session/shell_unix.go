@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -552,6 +553,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 	}
 	if cwd, env, ok := k.shellState(); ok {
+		cwd = sh.trueCwd(cwd)
 		sh.mu.Lock()
 		sh.cwd, sh.haveState = cwd, true
 		if env != nil {
@@ -578,6 +580,28 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 }
 
 var errKillFailed = corral.ErrKillFailed
+
+// trueCwd is the shell's working directory, given the $PWD it reported: a
+// command can assign PWD without moving the shell, so where the kernel
+// says the shell is wins (/proc/PID/cwd), unless $PWD names that same
+// directory (a logical path through a symlink, as cd leaves it). Where
+// there is no /proc, $PWD is all there is.
+func (sh *shell) trueCwd(logical string) string {
+	link := "/proc/" + strconv.Itoa(sh.pid()) + "/cwd"
+	real, err := os.Readlink(link)
+	if err != nil || real == logical {
+		return logical
+	}
+	if r, ok := strings.CutSuffix(real, " (deleted)"); ok {
+		return r // gone: a reset says so when it cannot go back there
+	}
+	if a, err := os.Stat(logical); err == nil && filepath.IsAbs(logical) {
+		if b, err := os.Stat(link); err == nil && os.SameFile(a, b) {
+			return logical
+		}
+	}
+	return real
+}
 
 func joinErr(a, b string) string {
 	if a == "" {
