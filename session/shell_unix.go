@@ -603,13 +603,6 @@ func (sh *shell) trueCwd(logical string) string {
 	return real
 }
 
-func joinErr(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "; " + b
-}
-
 func startFailedResult(res *corral.Result, err error) (*corral.Result, error) {
 	res.Outcome = corral.OutcomeStartFailed
 	res.Error = err.Error()
