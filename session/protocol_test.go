@@ -221,3 +221,27 @@ func TestRestartDropsWhatExecveCannotTake(t *testing.T) {
 		}
 	}
 }
+
+// TestShellThatStoppedAnsweringIsDetected: set -n makes the shell read
+// but never run anything again, and a function named builtin (bash) or
+// command (other shells) takes the calls corral's function makes. Neither
+// may hang the command until its timeout: corral sees the shell waiting
+// for input with no answer given, says so and restarts the session.
+func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		cases := []string{"set -n", "command() { :; }"}
+		if shellName(s) == "bash" {
+			cases = []string{"set -n", "builtin() { :; }"}
+		}
+		for _, c := range cases {
+			var out strings.Builder
+			r, err := s.Exec(context.Background(), c, Options{Stdout: &out, Timeout: 8 * time.Second})
+			if r.Outcome == corral.OutcomeTimeout || r.Duration > 5*time.Second || err == nil || !strings.Contains(r.Error, "stopped answering") {
+				t.Fatalf("%q: %+v %v", c, r, err)
+			}
+			if got := mustRun(t, s, "echo ok"); got != "ok\n" {
+				t.Fatalf("after %q: %q", c, got)
+			}
+		}
+	})
+}

@@ -481,29 +481,51 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	}
 
 	var stopped corral.Outcome
-	died := false
-	select {
-	case <-k.found[0]:
-	case <-k.found[1]:
-	case <-sh.detached:
-		finish()
-		res.Outcome = corral.OutcomeCancelled
-		res.Error = "the session was detached; the command goes on in its shell"
-		return res, &corral.RunError{Result: res, Err: ErrClosed}
-	case <-sh.tree.Exited():
-		died = true
-	case <-ctx.Done():
-		stopped = ctxOutcome(ctx)
-	case <-k.limitHit:
-		stopped = corral.OutcomeOutputLimit
+	died, unanswered := false, false
+	idle := time.NewTimer(idleFirst)
+	defer idle.Stop()
+wait:
+	for {
+		select {
+		case <-k.found[0]:
+		case <-k.found[1]:
+		case <-sh.detached:
+			finish()
+			res.Outcome = corral.OutcomeCancelled
+			res.Error = "the session was detached; the command goes on in its shell"
+			return res, &corral.RunError{Result: res, Err: ErrClosed}
+		case <-sh.tree.Exited():
+			died = true
+		case <-ctx.Done():
+			stopped = ctxOutcome(ctx)
+		case <-k.limitHit:
+			stopped = corral.OutcomeOutputLimit
+		case <-idle.C:
+			if !sh.waitingForInput() {
+				idle.Reset(idleEvery)
+				continue
+			}
+			// The shell has read all we sent and waits for more: its
+			// answer is in the output pipes already (it wrote it
+			// before reading on), or will never come.
+			if !k.waitMarkers(min(sh.cfg.Drain, idleAnswer)) {
+				unanswered = true
+			}
+		}
+		break wait
 	}
-	if !died && stopped == "" {
+	if unanswered {
+		sh.dead.Store(true)
+		res.Error = "the session's shell stopped answering: it waits for its next command without having reported the end of this one (set -n, or a function named builtin or command that hides the shell's own); the session restarts"
+	} else if !died && stopped == "" {
 		// One marker is in; the other tells where the rest of the
 		// command's output ends on its stream.
 		if !k.waitMarkers(sh.cfg.Drain) {
 			sh.dead.Store(true)
 			res.Error = "the command closed the shell's stdout or stderr; the session restarts"
 		}
+	}
+	if !died && !unanswered && stopped == "" {
 		select {
 		case <-k.limitHit:
 			stopped = corral.OutcomeOutputLimit
@@ -512,6 +534,9 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	}
 	var lifecycle error
 	switch {
+	case unanswered:
+		lifecycle = sh.stop(sh.cfg.Grace)
+		res.Outcome, res.ExitCode = corral.OutcomeExited, -1
 	case stopped != "":
 		grace := sh.cfg.Grace
 		if stopped == corral.OutcomeOutputLimit {
@@ -580,6 +605,43 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 }
 
 var errKillFailed = corral.ErrKillFailed
+
+// idleFirst and idleEvery space the checks of whether a shell that has
+// not answered waits for input (waitingForInput): a command still running
+// after idleFirst is looked at every idleEvery.
+const (
+	idleFirst = 100 * time.Millisecond
+	idleEvery = 500 * time.Millisecond
+	// idleAnswer bounds the wait for an answer already in the pipes.
+	idleAnswer = 250 * time.Millisecond
+)
+
+// waitingForInput reports whether the shell is blocked reading its
+// command channel: it has read every command sent and runs nothing. Only
+// where /proc shows a process's system call (Linux, with the right to
+// look: a shell taken over from another owner may not allow it) can this
+// be known; elsewhere it reports false.
+func (sh *shell) waitingForInput() bool {
+	pid := strconv.Itoa(sh.pid())
+	b, err := os.ReadFile("/proc/" + pid + "/syscall")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 || f[0] != strconv.Itoa(syscall.SYS_READ) {
+		return false
+	}
+	fd, err := strconv.ParseInt(f[1], 0, 64)
+	if err != nil {
+		return false
+	}
+	in, err := os.Stat("/proc/" + pid + "/fd/" + strconv.FormatInt(fd, 10))
+	if err != nil {
+		return false
+	}
+	ctl, err := sh.ctl.Stat()
+	return err == nil && os.SameFile(in, ctl)
+}
 
 // trueCwd is the shell's working directory, given the $PWD it reported: a
 // command can assign PWD without moving the shell, so where the kernel
