@@ -245,3 +245,18 @@ func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
 		}
 	})
 }
+
+// TestClosedStderrRestarts: a command that closes the shell's stderr
+// leaves no descriptor for the marker; it ends promptly with its output,
+// and the session restarts.
+func TestClosedStderrRestarts(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		out, _, r, err := runBounded(t, s, "exec 2>&-; echo hi")
+		if out != "hi\n" || err == nil || r.Outcome == corral.OutcomeTimeout || r.Duration > 4*time.Second {
+			t.Fatalf("exec 2>&-: %q %+v %v", out, r, err)
+		}
+		if got := mustRun(t, s, "echo next"); got != "next\n" {
+			t.Fatalf("after exec 2>&-: %q", got)
+		}
+	})
+}

@@ -71,8 +71,9 @@ type shell struct {
 	proto    protocol
 
 	// xtrace: the last command left xtrace on (its function turned it
-	// off). Only the holder of the session's turn uses it.
-	xtrace bool
+	// off); evalFn: it defined a function named eval. Only the holder of
+	// the session's turn uses them.
+	xtrace, evalFn bool
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -269,35 +270,35 @@ func (sh *shell) readStream(i int) {
 
 // The protocol. A new shell, and a shell taken over by Attach (whose
 // owner may have died before sending it), is first sent a prelude that
-// defines one function, whose name is drawn at random for each shell (so no
-// command can guess it, define it, unset it or alias it; bash also makes it
-// read-only):
+// defines two functions, whose name is drawn at random for each shell (so
+// no command can guess it, define it, unset it or alias it; bash also
+// makes them read-only):
 //
-//	F NONCE RC [1]
+//	F NONCE RC    and    Fe NONCE RC
 //
-// which writes "\037corral:NONCE RC FLAGS PWD\0" on stdout (followed, with
-// 1, by the output of export -p and "\0") and "\037corral:NONCE RC\037" on
+// which write "\037corral:NONCE RC FLAGS PWD\0" on stdout (followed, for
+// Fe, by the output of export -p and "\0") and "\037corral:NONCE RC\037" on
 // descriptor 9. FLAGS is the shell's $-. The nonce marks where the
 // command's output ends on each stream; the exit status is on both, so a
 // command that closed one of them still has a known status.
 //
 // Every name F uses at run time is called so that a command cannot
 // redefine it: F's body is parsed when the prelude is read, so no alias a
-// command defines later reaches it; bash calls every builtin through
-// "builtin" (a function named printf or export is then skipped), POSIX
-// shells through "command" or as special builtins, which dash does not let
-// a function shadow. bash lets a command define a function named eval,
-// which would make the shell only pass every later command to it: F
-// reports such a function (declare -F prints its name before PWD) and
-// removes it, and the result says so. What remains is a function named
-// builtin (bash) or command (POSIX shells): then F does not answer, and
-// the command ends only by its timeout, as a shell that stopped reading
-// does (set -n).
+// command defines later reaches it; bash and zsh call every builtin
+// through "builtin" (a function named printf or export is then skipped),
+// POSIX shells through "command" or as special builtins, which dash does
+// not let a function shadow. bash lets a command define a function named
+// eval, which would make the shell pass every later command to it: F
+// reports such a function (declare -F prints its name before PWD), the
+// next command's line removes it first, and the result says so. What
+// remains is a function named builtin (bash) or command (POSIX shells):
+// then F does not answer, and exec sees the shell wait for input with no
+// answer given (waitingForInput), as after set -n.
 //
 // A command is two lines:
 //
 //	\eval 'CODE' [<'FIFO'] [3<&-]
-//	{ F NONCE $?; } 9>&2 2>&-||F NONCE $? 0 x
+//	{ F NONCE $?; } 9>&2 2>&-
 //
 // eval runs the code in the shell itself (so cd and export stick), and
 // nothing the code contains (a heredoc, a quote, a syntax error) can reach
@@ -305,13 +306,16 @@ func (sh *shell) readStream(i int) {
 // The marker has a line of its own because bash throws away the rest of
 // the current input line after some errors inside eval (declare -i n;
 // n=08, a[1+], exit 1 2). The brace group sends what xtrace prints for F
-// to nowhere, while F writes its stderr marker on the shell's real stderr
-// (9); if the command closed its stderr the group cannot start, and F runs
-// with no stderr marker (x). F also turns xtrace off, if the command left
-// it on, so that corral's own lines are never traced: the next command's
-// eval then starts with "set -x;" (untraced, since xtrace is off when it
-// runs) before the user's code. Lines are short on purpose: bash reads
-// commands from a pipe one byte per system call.
+// to nowhere (xtrace prints a command before its own redirections are
+// made, a group's contents after the group's), while F writes its stderr
+// marker on the shell's real stderr (9). If the command closed its stderr
+// the group cannot start: the shell then waits for input unanswered, as
+// above. F also turns xtrace off, so that corral's own lines are never
+// traced: when FLAGS had x, the next command's eval starts with "set -x;"
+// (untraced, since xtrace is off when it runs) before the user's code.
+// Lines are short on purpose: bash reads commands from a pipe one byte per
+// system call, and the functions' bodies stay straight (a case costs bash
+// about 4 us).
 //
 // No command may read or write the command channel on descriptor 3 (the
 // shell reads its commands through a close-on-exec copy of its own). A
@@ -321,9 +325,9 @@ func (sh *shell) readStream(i int) {
 // with " 3<&-" after the code instead, which costs bash about 10 us.
 
 // protoFor returns the protocol of the shell at path, with a fresh name
-// for its function.
+// for its functions.
 func protoFor(path string) protocol {
-	var b [8]byte
+	var b [6]byte
 	rand.Read(b[:])
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	name := []byte("_c")
@@ -344,39 +348,50 @@ type protoKind int
 
 const (
 	posixProto protoKind = iota // dash, ksh, sh: "command" and special builtins
-	bashProto                   // "builtin", read-only function, eval guard
+	bashProto                   // "builtin", read-only functions, eval guard
 	zshProto                    // "builtin" (zsh's "command" runs no builtin)
 )
 
 // protocol is how corral talks to one shell: the kind of shell and the
-// name of its function.
+// name of its functions.
 type protocol struct {
 	kind protoKind
 	fn   string
 }
 
-// prelude is the text that defines the protocol's function in the shell.
+// prelude is the text that defines the protocol's functions in the shell.
 func (p protocol) prelude(held bool) string {
 	var b strings.Builder
 	if !held {
 		b.WriteString("exec 3<&-\n")
 	}
+	bi, ex := "builtin ", "builtin "
+	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "$PWD"; `
 	switch p.kind {
 	case bashProto:
-		b.WriteString(p.fn + `() { builtin printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval; builtin unset -f eval; builtin printf '%s\000' "$PWD"; case $3 in 1) builtin export -p; builtin printf '\000';; esac; case $- in *x*) builtin set +x;; esac; case $4 in x) ;; *) builtin printf '\037corral:%s %d\037' "$1" "$2" >&9;; esac; }; builtin readonly -f ` + p.fn + "\n")
-	case zshProto:
-		b.WriteString(p.fn + `() { builtin printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "$PWD"; case $3 in 1) builtin export -p; builtin printf '\000';; esac; case $- in *x*) builtin set +x;; esac; case $4 in x) ;; *) builtin printf '\037corral:%s %d\037' "$1" "$2" >&9;; esac; }` + "\n")
-	default:
-		b.WriteString(p.fn + `() { command printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "$PWD"; case $3 in 1) export -p; command printf '\000';; esac; case $- in *x*) set +x;; esac; case $4 in x) ;; *) command printf '\037corral:%s %d\037' "$1" "$2" >&9;; esac; }` + "\n")
+		head = bi + `printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval; builtin printf '%s\000' "$PWD"; `
+	case posixProto:
+		bi, ex = "command ", ""
+		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "$PWD"; `
+	}
+	tail := ex + "set +x; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&9; }` + "\n"
+	b.WriteString(p.fn + "() { " + head + tail)
+	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
+	if p.kind == bashProto {
+		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e\n")
 	}
 	return b.String()
 }
 
 // commandLine is the two lines handed to the shell for a command; xtrace
-// says the shell had xtrace on when the last command ended.
-func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace bool) string {
+// says the last command left xtrace on, unsetEval that it defined a
+// function named eval.
+func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace, unsetEval bool) string {
 	var b strings.Builder
-	b.Grow(len(code) + 64 + 2*len(p.fn))
+	b.Grow(len(code) + 48 + len(p.fn))
+	if unsetEval {
+		b.WriteString("builtin unset -f eval;")
+	}
 	b.WriteString("\\eval ")
 	if xtrace {
 		b.WriteString("'set -x;' ")
@@ -389,25 +404,14 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace 
 	if held {
 		b.WriteString(" 3<&-")
 	}
-	env := " 0"
-	if trackEnv {
-		env = " 1"
-	}
 	b.WriteString("\n{ ")
 	b.WriteString(p.fn)
-	b.WriteString(" ")
-	b.WriteString(nonce)
-	b.WriteString(" $?")
 	if trackEnv {
-		b.WriteString(env)
+		b.WriteString("e")
 	}
-	b.WriteString("; } 9>&2 2>&-||")
-	b.WriteString(p.fn)
 	b.WriteString(" ")
 	b.WriteString(nonce)
-	b.WriteString(" $?")
-	b.WriteString(env)
-	b.WriteString(" x\n")
+	b.WriteString(" $?; } 9>&2 2>&-\n")
 	return b.String()
 }
 
@@ -471,7 +475,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 			res.OutputError = werr.Error()
 		}
 	}
-	if _, err := sh.ctl.Write([]byte(sh.proto.commandLine(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace))); err != nil {
+	if _, err := sh.ctl.Write([]byte(sh.proto.commandLine(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.evalFn))); err != nil {
 		// Nothing of the command reached the shell: it is gone.
 		sh.dead.Store(true)
 		finish()
@@ -516,7 +520,7 @@ wait:
 	}
 	if unanswered {
 		sh.dead.Store(true)
-		res.Error = "the session's shell stopped answering: it waits for its next command without having reported the end of this one (set -n, or a function named builtin or command that hides the shell's own); the session restarts"
+		res.Error = "the session's shell stopped answering: it waits for its next command without having reported the end of this one (set -n; a function named builtin or command that hides the shell's own; or stderr closed); the session restarts"
 	} else if !died && stopped == "" {
 		// One marker is in; the other tells where the rest of the
 		// command's output ends on its stream.
@@ -572,9 +576,9 @@ wait:
 	}
 	finish()
 	if flags, evalFn, ok := k.shellFlags(); ok {
-		sh.xtrace = strings.IndexByte(flags, 'x') >= 0
+		sh.xtrace, sh.evalFn = strings.IndexByte(flags, 'x') >= 0, evalFn
 		if evalFn {
-			res.Error = joinErr(res.Error, "the command defined a function named eval, which would have received every later command instead of the shell's eval: corral removed it")
+			res.Error = joinErr(res.Error, "the command defined a function named eval, which would receive every later command instead of the shell's eval: corral removes it before the next command")
 		}
 	}
 	if cwd, env, ok := k.shellState(); ok {
