@@ -390,7 +390,7 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 	var b strings.Builder
 	b.Grow(len(code) + 48 + len(p.fn))
 	if unsetEval {
-		b.WriteString("builtin unset -f eval;")
+		b.WriteString("\\builtin unset -f eval;")
 	}
 	b.WriteString("\\eval ")
 	if xtrace {
