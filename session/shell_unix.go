@@ -298,7 +298,7 @@ func (sh *shell) readStream(i int) {
 // A command is two lines:
 //
 //	\eval 'CODE' [<'FIFO'] [3<&-]
-//	{ F NONCE $?; } 9>&2 2>&-
+//	{ F NONCE $?;} 9>&2 2>&-
 //
 // eval runs the code in the shell itself (so cd and export stick), and
 // nothing the code contains (a heredoc, a quote, a syntax error) can reach
@@ -327,7 +327,7 @@ func (sh *shell) readStream(i int) {
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
 func protoFor(path string) protocol {
-	var b [6]byte
+	var b [5]byte
 	rand.Read(b[:])
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 	name := []byte("_c")
@@ -411,7 +411,7 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 	}
 	b.WriteString(" ")
 	b.WriteString(nonce)
-	b.WriteString(" $?; } 9>&2 2>&-\n")
+	b.WriteString(" $?;} 9>&2 2>&-\n")
 	return b.String()
 }
 
