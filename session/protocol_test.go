@@ -260,3 +260,22 @@ func TestClosedStderrRestarts(t *testing.T) {
 		}
 	})
 }
+
+// TestNounsetWithoutPWD: under set -u, a command that unset PWD must not
+// make corral's own function fail (an unbound variable ends a
+// non-interactive shell); the recorded cwd is still the shell's.
+func TestNounsetWithoutPWD(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		dir, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, errs, r, err := runBounded(t, s, "cd "+dir+"; set -u; unset PWD; echo x")
+		if err != nil || out != "x\n" {
+			t.Fatalf("%q %q %+v %v", out, errs, r, err)
+		}
+		if st := s.State(); st.Cwd != dir || st.Resets != 0 {
+			t.Fatalf("state %+v, want cwd %q and no reset", st, dir)
+		}
+	})
+}

@@ -366,13 +366,13 @@ func (p protocol) prelude(held bool) string {
 		b.WriteString("exec 3<&-\n")
 	}
 	bi, ex := "builtin ", "builtin "
-	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "$PWD"; `
+	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	switch p.kind {
 	case bashProto:
-		head = bi + `printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval; builtin printf '%s\000' "$PWD"; `
+		head = bi + `printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval; builtin printf '%s\000' "${PWD-}"; `
 	case posixProto:
 		bi, ex = "command ", ""
-		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "$PWD"; `
+		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	}
 	tail := ex + "set +x; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&9; }` + "\n"
 	b.WriteString(p.fn + "() { " + head + tail)
