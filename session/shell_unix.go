@@ -317,6 +317,17 @@ func (sh *shell) readStream(i int) {
 // system call, and the functions' bodies stay straight (a case costs bash
 // about 4 us).
 //
+// What a command can still see or break: a DEBUG trap fires for both
+// lines (bash resets it inside functions, so F can neither read nor clear
+// it, and anything that could runs as a command the trap fires for); set
+// -v echoes both lines as bash reads them; with BASH_XTRACEFD set, the
+// trace of F's call goes to that descriptor, which the group does not
+// redirect; an alias named { (bash with expand_aliases, dash always)
+// replaces the group's brace, which makes the marker line a syntax error;
+// and an xtrace that F turned off is not turned on again after Attach
+// (the new owner does not know it was on). PWD is not trusted: exec checks
+// it against /proc (trueCwd).
+//
 // No command may read or write the command channel on descriptor 3 (the
 // shell reads its commands through a close-on-exec copy of its own). A
 // shell we own closes it once, in the prelude (exec 3<&-). A held shell
