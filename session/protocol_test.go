@@ -186,6 +186,7 @@ func TestRestartDropsWhatExecveCannotTake(t *testing.T) {
 				cfg := Config{Shell: sh, TrackEnv: true, RestoreOnReset: true}
 				if held {
 					cfg.HoldDir = t.TempDir()
+					os.Chmod(cfg.HoldDir, 0o700) // a HoldDir must be private
 				}
 				s := newSession(t, cfg, mark)
 				mustRun(t, s, `BIG=x; while [ ${#BIG} -lt 200000 ]; do BIG=$BIG$BIG; done; export BIG KEPT=yes`)
@@ -205,6 +206,7 @@ func TestRestartDropsWhatExecveCannotTake(t *testing.T) {
 				cfg2 := Config{Shell: sh}
 				if held {
 					cfg2.HoldDir = t.TempDir()
+					os.Chmod(cfg2.HoldDir, 0o700)
 				}
 				cfg2.Env = append(testproc.Env(mark), big, "KEPT2=yes")
 				cfg2.Dir = t.TempDir()
