@@ -249,12 +249,12 @@ func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
 }
 
 // TestClosedStderrRestarts: a command that closes the shell's stderr
-// leaves no descriptor for the marker; it ends promptly with its output,
-// and the session restarts.
+// leaves no descriptor for the marker; it ends within the drain bound with
+// its output and an error saying so, and the session restarts.
 func TestClosedStderrRestarts(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
 		out, _, r, err := runBounded(t, s, "exec 2>&-; echo hi")
-		if out != "hi\n" || err == nil || r.Outcome == corral.OutcomeTimeout || r.Duration > 4*time.Second {
+		if out != "hi\n" || r.Error == "" || r.Outcome == corral.OutcomeTimeout || r.Duration > 4*time.Second {
 			t.Fatalf("exec 2>&-: %q %+v %v", out, r, err)
 		}
 		if got := mustRun(t, s, "echo next"); got != "next\n" {
@@ -280,4 +280,37 @@ func TestNounsetWithoutPWD(t *testing.T) {
 			t.Fatalf("state %+v, want cwd %q and no reset", st, dir)
 		}
 	})
+}
+
+// TestSinkCutsTheTracedCall: on stderr, the trace of corral's call (and
+// all up to the marker) is not the command's output, however the reads
+// split it; a default PS4 before it goes too, other output stays.
+func TestSinkCutsTheTracedCall(t *testing.T) {
+	const nonce = "nonce12chars"
+	for _, c := range []struct{ in, want string }{
+		{"err\n++ echo x\n+ _cabcde " + nonce + " 0\n++ builtin printf x\n\x1fcorral:" + nonce + " 0\x1f", "err\n++ echo x\n"},
+		{"partial+ _cabcde " + nonce + " 0\n\x1fcorral:" + nonce + " 0\x1f", "partial+ "},
+		{"no trace\n\x1fcorral:" + nonce + " 3\x1f", "no trace\n"},
+		{"_cabcde other 0\n_c\x1fcorral:" + nonce + " 3\x1f", "_cabcde other 0\n_c"},
+	} {
+		for step := 1; step <= len(c.in); step++ {
+			var got strings.Builder
+			k := newSink(nonce, time.Now(), Options{Stderr: &got}, false)
+			k.trace = []byte("_cabcde " + nonce + " ")
+			for off := 0; off < len(c.in); off += step {
+				k.feed(1, []byte(c.in[off:min(off+step, len(c.in))]), time.Now())
+			}
+			select {
+			case <-k.found[1]:
+			default:
+				t.Fatalf("%q in steps of %d: marker not found", c.in, step)
+			}
+			k.close()
+			// Split reads may cut a PS4-like end of a line that began
+			// in an earlier read.
+			if got.String() != c.want && !(step > 1 && c.want == "partial+ " && got.String() == "partial") {
+				t.Fatalf("%q in steps of %d: %q, want %q", c.in, step, got.String(), c.want)
+			}
+		}
+	}
 }

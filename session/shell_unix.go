@@ -385,7 +385,7 @@ func (p protocol) prelude(held bool) string {
 		bi, ex = "command ", ""
 		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	}
-	tail := ex + "set +x; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&9; }` + "\n"
+	tail := ex + "set +x; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
 	b.WriteString(p.fn + "() { " + head + tail)
 	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
 	if p.kind == bashProto {
@@ -415,15 +415,27 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 	if held {
 		b.WriteString(" 3<&-")
 	}
-	b.WriteString("\n{ ")
-	b.WriteString(p.fn)
-	if trackEnv {
-		b.WriteString("e")
+	b.WriteString("\n")
+	if xtrace {
+		b.WriteString("{ ")
 	}
+	b.WriteString(p.call(trackEnv))
 	b.WriteString(" ")
 	b.WriteString(nonce)
-	b.WriteString(" $?;} 9>&2 2>&-\n")
+	if xtrace {
+		b.WriteString(" $? 9;} 9>&2 2>&-\n")
+	} else {
+		b.WriteString(" $?\n")
+	}
 	return b.String()
+}
+
+// call is the name of the function that ends a command.
+func (p protocol) call(trackEnv bool) string {
+	if trackEnv {
+		return p.fn + "e"
+	}
+	return p.fn
 }
 
 // quote makes s one single-quoted shell word.
@@ -458,6 +470,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	res.StartedAt = time.Now()
 	track := sh.cfg.TrackEnv || opts.snapshot
 	k := newSink(nonce, res.StartedAt, opts, track)
+	k.trace = []byte(sh.proto.call(track) + " " + nonce + " ")
 	stdin := ""
 	var in *fifo
 	if opts.Stdin != nil {
