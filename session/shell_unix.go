@@ -274,11 +274,11 @@ func (sh *shell) readStream(i int) {
 // no command can guess it, define it, unset it or alias it; bash also
 // makes them read-only):
 //
-//	F NONCE RC    and    Fe NONCE RC
+//	F NONCE RC [FD]    and    Fe NONCE RC [FD]
 //
 // which write "\037corral:NONCE RC FLAGS PWD\0" on stdout (followed, for
 // Fe, by the output of export -p and "\0") and "\037corral:NONCE RC\037" on
-// descriptor 9. FLAGS is the shell's $-. The nonce marks where the
+// descriptor FD (2 if not given). FLAGS is the shell's $-. The nonce marks where the
 // command's output ends on each stream; the exit status is on both, so a
 // command that closed one of them still has a known status.
 //
@@ -298,21 +298,28 @@ func (sh *shell) readStream(i int) {
 // A command is two lines:
 //
 //	\eval 'CODE' [<'FIFO'] [3<&-]
-//	{ F NONCE $?;} 9>&2 2>&-
+//	F NONCE $?
+//
+// or, when the last command left xtrace on, with "'set -x;' " before the
+// code and the second line "{ F NONCE $? 9;} 9>&2 2>&-".
 //
 // eval runs the code in the shell itself (so cd and export stick), and
 // nothing the code contains (a heredoc, a quote, a syntax error) can reach
 // past its single-quoted word; the backslash keeps an alias named eval out.
 // The marker has a line of its own because bash throws away the rest of
 // the current input line after some errors inside eval (declare -i n;
-// n=08, a[1+], exit 1 2). The brace group sends what xtrace prints for F
-// to nowhere (xtrace prints a command before its own redirections are
-// made, a group's contents after the group's), while F writes its stderr
-// marker on the shell's real stderr (9). If the command closed its stderr
-// the group cannot start: the shell then waits for input unanswered, as
-// above. F also turns xtrace off, so that corral's own lines are never
-// traced: when FLAGS had x, the next command's eval starts with "set -x;"
-// (untraced, since xtrace is off when it runs) before the user's code.
+// n=08, a[1+], exit 1 2). F turns xtrace off, so that corral's own lines
+// are not traced: when FLAGS had x, the next command's eval starts with
+// "set -x;" (untraced, since xtrace is off when it runs) before the user's
+// code, and its marker line is the brace group, which sends what xtrace
+// prints for F to nowhere (xtrace prints a command before its own
+// redirections are made, a group's contents after the group's), while F
+// writes its stderr marker on the shell's real stderr (9). The group costs
+// bash about 5 us and 13 bytes, so it is not used otherwise: a command
+// that turns xtrace on itself gets the trace of F's call on stderr before
+// the marker, and the sink cuts it there (sink.trace). If such a group
+// cannot start because the command closed its stderr, the shell waits for
+// input unanswered, as above.
 // Lines are short on purpose: bash reads commands from a pipe one byte per
 // system call, and the functions' bodies stay straight (a case costs bash
 // about 4 us).
@@ -321,9 +328,10 @@ func (sh *shell) readStream(i int) {
 // lines (bash resets it inside functions, so F can neither read nor clear
 // it, and anything that could runs as a command the trap fires for); set
 // -v echoes both lines as bash reads them; with BASH_XTRACEFD set, the
-// trace of F's call goes to that descriptor, which the group does not
-// redirect; an alias named { (bash with expand_aliases, dash always)
-// replaces the group's brace, which makes the marker line a syntax error;
+// trace of F's call goes to that descriptor; a PS4 other than the default
+// form stays before the cut trace in the command that turned xtrace on;
+// an alias named { (bash with expand_aliases, dash always) replaces the
+// group's brace, which makes that marker line a syntax error;
 // and an xtrace that F turned off is not turned on again after Attach
 // (the new owner does not know it was on). PWD is not trusted: exec checks
 // it against /proc (trueCwd).
