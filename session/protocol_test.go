@@ -3,6 +3,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -313,4 +314,42 @@ func TestSinkCutsTheTracedCall(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzSinkStderr: stderr that holds neither corral's traced call nor its
+// marker comes out exactly as written, however the reads split it (what
+// the sink holds back for a possible trace or PS4 is never lost).
+func FuzzSinkStderr(f *testing.F) {
+	f.Add([]byte("++ echo x\n+ "), []byte{1, 2, 3})
+	f.Add([]byte("_cabcde nonce12chaX"), []byte{0})
+	f.Add([]byte("\n==== \n+"), []byte{4, 1})
+	f.Fuzz(func(t *testing.T, out []byte, cuts []byte) {
+		const nonce = "nonce12chars"
+		trace := "_cabcde " + nonce + " "
+		if bytes.Contains(out, []byte(trace)) || bytes.Contains(out, []byte("\x1fcorral:"+nonce+" ")) {
+			t.Skip("the output contains the trace or the marker")
+		}
+		var got bytes.Buffer
+		k := newSink(nonce, time.Now(), Options{Stderr: &got}, false)
+		k.trace = []byte(trace)
+		data := append(append([]byte(nil), out...), "\x1fcorral:"+nonce+" 5\x1f"...)
+		for len(data) > 0 {
+			n := len(data)
+			if len(cuts) > 0 {
+				n = min(int(cuts[0])%17+1, len(data))
+				cuts = cuts[1:]
+			}
+			k.feed(1, data[:n], time.Now())
+			data = data[n:]
+		}
+		select {
+		case <-k.found[1]:
+		default:
+			t.Fatalf("marker not found after %q", out)
+		}
+		k.close()
+		if !bytes.Equal(got.Bytes(), out) {
+			t.Fatalf("stderr %q, want %q", got.Bytes(), out)
+		}
+	})
 }
