@@ -180,7 +180,7 @@ func TestAttachReleasesACommandWaitingForStdin(t *testing.T) {
 	sh := s1.sh
 	s1.mu.Unlock()
 	// What Exec writes for a command with stdin, with no writer to come.
-	if _, err := sh.ctl.Write([]byte(commandLine("cat; echo eof", newNonce(), in, false, true))); err != nil {
+	if _, err := sh.ctl.Write([]byte(sh.proto.commandLine("cat; echo eof", newNonce(), in, false, true, false, false))); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(50 * time.Millisecond) // the shell is in open(2) on the FIFO

@@ -2,12 +2,14 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/corral-dev/corral"
@@ -118,6 +120,7 @@ type Session struct {
 	closed bool
 	busy   bool
 	state  State
+	note   string // what the last start of a shell had to change, for the next result
 }
 
 // New prepares a session. The shell is started by the first command (or by
@@ -214,6 +217,9 @@ func (s *Session) Exec(ctx context.Context, code string, opts Options) (*corral.
 		s.setBusy(true)
 		res, err := sh.exec(ctx, code, opts, s.dir)
 		s.setBusy(false)
+		if note := s.takeNote(); note != "" {
+			res.Error = joinErr(note, res.Error)
+		}
 		s.afterCommand(sh, res, false)
 		if err == errUnusable {
 			s.discard(sh)
@@ -257,11 +263,29 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 		cfg = &restored
 	}
 	sh, err := startShell(ctx, cfg)
+	var note string
+	for tries := 0; errors.Is(err, syscall.E2BIG) && tries < maxFitTries; tries++ {
+		// An environment execve cannot take (one variable over 128
+		// KiB, or all of them over the argument space) would make every
+		// later start fail the same way: start with what fits.
+		fitted, dropped := fitEnv(cfg.Env)
+		if dropped == "" {
+			break
+		}
+		c := *cfg
+		c.Env = fitted
+		cfg = &c
+		note = joinErr(note, dropped)
+		sh, err = startShell(ctx, cfg)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if note != "" {
+		s.note = joinErr(s.note, "the environment was too large to start the shell (argument list too long): "+note)
+	}
 	if s.closed {
 		go sh.stop(s.cfg.Grace)
 		return nil, ErrClosed
@@ -273,6 +297,54 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 	s.state.Env = withoutStartupHooks(cfg.Env)
 	s.state.Fifos = sh.fifos
 	return sh, nil
+}
+
+// maxFitTries bounds the starts fitEnv may cost.
+const maxFitTries = 16
+
+// maxArgStrlen is Linux's bound on one argument or environment string,
+// its terminating NUL included (MAX_ARG_STRLEN, 32 pages).
+const maxArgStrlen = 32 * 4096
+
+// fitEnv returns env without the entries execve refuses on their own (over
+// maxArgStrlen), or, if there are none, without its largest entry; dropped
+// names what was left out ("" if nothing could be).
+func fitEnv(env []string) (fitted []string, dropped string) {
+	var names []string
+	drop := func(kv string) {
+		name, _, _ := strings.Cut(kv, "=")
+		names = append(names, fmt.Sprintf("%s (%d bytes)", name, len(kv)))
+	}
+	for _, kv := range env {
+		if len(kv)+1 > maxArgStrlen {
+			drop(kv)
+			continue
+		}
+		fitted = append(fitted, kv)
+	}
+	if len(names) == 0 && len(fitted) > 0 {
+		largest := 0
+		for i, kv := range fitted {
+			if len(kv) > len(fitted[largest]) {
+				largest = i
+			}
+		}
+		drop(fitted[largest])
+		fitted = append(fitted[:largest:largest], fitted[largest+1:]...)
+	}
+	if len(names) == 0 {
+		return env, ""
+	}
+	return fitted, "dropped " + strings.Join(names, ", ")
+}
+
+// takeNote returns and clears what the last start of a shell had to say.
+func (s *Session) takeNote() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.note
+	s.note = ""
+	return n
 }
 
 // discard stops a shell that is dead or must not be used again.
@@ -423,6 +495,14 @@ func withoutMarker(env []string) []string {
 		}
 	}
 	return out
+}
+
+// joinErr joins two parts of a result's Error text.
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 func startFailed(err error) (*corral.Result, error) {

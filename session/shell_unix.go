@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -68,6 +69,12 @@ type shell struct {
 	detached chan struct{} // closed when the owner lets the shell go
 	detachMu sync.Once
 	fifos    Fifos // a held shell's FIFOs, as made for it
+	proto    protocol
+
+	// xtrace: the last command left xtrace on (its function turned it
+	// off); evalFn: it defined a function named eval. Only the holder of
+	// the session's turn uses them.
+	xtrace, evalFn bool
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -125,7 +132,7 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	}
 	sh := newShell(cfg, tree, ends)
 	sh.fifos = fifos
-	if _, err := sh.ctl.Write([]byte(preludeFor(cfg.HoldDir != ""))); err != nil {
+	if _, err := sh.ctl.Write([]byte(sh.proto.prelude(cfg.HoldDir != ""))); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: shell %s did not start: %w", cfg.Shell, err)
 	}
@@ -187,6 +194,7 @@ func makePipes() (*shellEnds, error) {
 func newShell(cfg *Config, tree contain.Tree, ends *shellEnds) *shell {
 	sh := &shell{
 		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams,
+		proto:    protoFor(cfg.Shell),
 		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 		detached: make(chan struct{}),
 	}
@@ -266,46 +274,153 @@ func (sh *shell) readStream(i int) {
 	}
 }
 
-// prelude is sent to a new shell, and again to a shell taken over by
-// Attach (whose owner may have died before sending it). It defines the
-// function every command line ends with:
+// The protocol. A new shell, and a shell taken over by Attach (whose
+// owner may have died before sending it), is first sent a prelude that
+// defines two functions, whose name is drawn at random for each shell (so
+// no command can guess it, define it, unset it or alias it; bash also
+// makes them read-only):
 //
-//	__c NONCE RC [1]
+//	F NONCE RC [FD]    and    Fe NONCE RC [FD]
 //
-// which writes "\037corral:NONCE RC PWD\0" on stdout (followed, with 1, by
-// the output of export -p and "\0") and "\037corral:NONCE RC\037" on
-// stderr. The nonce marks where the command's output ends on each stream;
-// the exit status is on both, so a command that closed one of them still
-// has a known status.
+// which write "\037corral:NONCE RC FLAGS PWD\0" on stdout (followed, for
+// Fe, by the output of export -p and "\0") and "\037corral:NONCE RC\037" on
+// descriptor FD (2 if not given). FLAGS is the shell's $-. The nonce marks where the
+// command's output ends on each stream; the exit status is on both, so a
+// command that closed one of them still has a known status.
 //
-// A command line is "eval 'CODE';__c NONCE $?" (with " <'FIFO'" after the
-// code when it has stdin): eval runs the code in the shell itself (so cd and
-// export stick), and nothing the code contains (a heredoc, a quote, a
-// syntax error) can reach past its single-quoted word. The line is short on
-// purpose: bash reads commands from a pipe one byte per system call.
+// Every name F uses at run time is called so that a command cannot
+// redefine it: F's body is parsed when the prelude is read, so no alias a
+// command defines later reaches it; bash and zsh call every builtin
+// through "builtin" (a function named printf or export is then skipped),
+// POSIX shells through "command" or as special builtins, which dash does
+// not let a function shadow. bash lets a command define a function named
+// eval, which would make the shell pass every later command to it: F
+// reports such a function (declare -F prints its name before PWD), the
+// next command's line removes it first, and the result says so. What
+// remains is a function named builtin (bash) or command (POSIX shells):
+// then F does not answer, and exec sees the shell wait for input with no
+// answer given (waitingForInput), as after set -n.
+//
+// A command is two lines:
+//
+//	\eval 'CODE' [<'FIFO'] [3<&-]
+//	F NONCE $?
+//
+// or, when the last command left xtrace on, with "'set -x;' " before the
+// code and the second line "{ F NONCE $? 9;} 9>&2 2>&-".
+//
+// eval runs the code in the shell itself (so cd and export stick), and
+// nothing the code contains (a heredoc, a quote, a syntax error) can reach
+// past its single-quoted word; the backslash keeps an alias named eval out.
+// The marker has a line of its own because bash throws away the rest of
+// the current input line after some errors inside eval (declare -i n;
+// n=08, a[1+], exit 1 2). F turns xtrace off, so that corral's own lines
+// are not traced: when FLAGS had x, the next command's eval starts with
+// "set -x;" (untraced, since xtrace is off when it runs) before the user's
+// code, and its marker line is the brace group, which sends what xtrace
+// prints for F to nowhere (xtrace prints a command before its own
+// redirections are made, a group's contents after the group's), while F
+// writes its stderr marker on the shell's real stderr (9). The group costs
+// bash about 5 us and 13 bytes, so it is not used otherwise: a command
+// that turns xtrace on itself gets the trace of F's call on stderr before
+// the marker, and the sink cuts it there (sink.trace). If such a group
+// cannot start because the command closed its stderr, the shell waits for
+// input unanswered, as above.
+// Lines are short on purpose: bash reads commands from a pipe one byte per
+// system call, and the functions' bodies stay straight (a case costs bash
+// about 4 us).
+//
+// What a command can still see or break: a DEBUG trap fires for both
+// lines (bash resets it inside functions, so F can neither read nor clear
+// it, and anything that could runs as a command the trap fires for); set
+// -v echoes both lines as bash reads them; with BASH_XTRACEFD set, the
+// trace of F's call goes to that descriptor; a PS4 other than the default
+// form stays before the cut trace in the command that turned xtrace on;
+// an alias named { (bash with expand_aliases, dash always) replaces the
+// group's brace, which makes that marker line a syntax error;
+// and an xtrace that F turned off is not turned on again after Attach
+// (the new owner does not know it was on). PWD is not trusted: exec checks
+// it against /proc (trueCwd).
 //
 // No command may read or write the command channel on descriptor 3 (the
 // shell reads its commands through a close-on-exec copy of its own). A
-// shell we own closes it once, here (exec 3<&-). A held shell must keep
-// it: its read-write descriptor 3 is what keeps the channel from reaching
-// end of file when the owner dies; so each of its commands runs with
-// " 3<&-" after the code instead, which costs bash about 10 us.
-const prelude = `__c() { printf '\037corral:%s %d %s\000' "$1" "$2" "$PWD"; if [ "$3" = 1 ]; then export -p; printf '\000'; fi; printf '\037corral:%s %d\037' "$1" "$2" >&2; }
-`
+// shell we own closes it once, in the prelude (exec 3<&-). A held shell
+// must keep it: its read-write descriptor 3 is what keeps the channel from
+// reaching end of file when the owner dies; so each of its commands runs
+// with " 3<&-" after the code instead, which costs bash about 10 us.
 
-// preludeFor is the prelude for a shell, held or not.
-func preludeFor(held bool) string {
-	if held {
-		return prelude
+// protoFor returns the protocol of the shell at path, with a fresh name
+// for its functions.
+func protoFor(path string) protocol {
+	var b [5]byte
+	rand.Read(b[:])
+	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	name := []byte("_c")
+	for _, c := range b {
+		name = append(name, letters[int(c)%len(letters)])
 	}
-	return "exec 3<&-\n" + prelude
+	p := protocol{fn: string(name)}
+	switch filepath.Base(path) {
+	case "bash":
+		p.kind = bashProto
+	case "zsh":
+		p.kind = zshProto
+	}
+	return p
 }
 
-// commandLine is the one line handed to the shell for a command.
-func commandLine(code, nonce, stdin string, trackEnv, held bool) string {
+type protoKind int
+
+const (
+	posixProto protoKind = iota // dash, ksh, sh: "command" and special builtins
+	bashProto                   // "builtin", read-only functions, eval guard
+	zshProto                    // "builtin" (zsh's "command" runs no builtin)
+)
+
+// protocol is how corral talks to one shell: the kind of shell and the
+// name of its functions.
+type protocol struct {
+	kind protoKind
+	fn   string
+}
+
+// prelude is the text that defines the protocol's functions in the shell.
+func (p protocol) prelude(held bool) string {
 	var b strings.Builder
-	b.Grow(len(code) + 48)
-	b.WriteString("eval ")
+	if !held {
+		b.WriteString("exec 3<&-\n")
+	}
+	bi, ex := "builtin ", "builtin "
+	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
+	switch p.kind {
+	case bashProto:
+		head = bi + `printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval; builtin printf '%s\000' "${PWD-}"; `
+	case posixProto:
+		bi, ex = "command ", ""
+		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
+	}
+	tail := ex + "set +x; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
+	b.WriteString(p.fn + "() { " + head + tail)
+	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
+	if p.kind == bashProto {
+		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e\n")
+	}
+	return b.String()
+}
+
+// commandLine is the two lines handed to the shell for a command; xtrace
+// says the last command left xtrace on, unsetEval that it defined a
+// function named eval.
+func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace, unsetEval bool) string {
+	var b strings.Builder
+	b.Grow(len(code) + 48 + len(p.fn))
+	if unsetEval {
+		b.WriteString("\\builtin unset -f eval;")
+	}
+	b.WriteString("\\eval ")
+	if xtrace {
+		b.WriteString("'set -x;' ")
+	}
 	b.WriteString(quote(code))
 	if stdin != "" {
 		b.WriteString(" <")
@@ -314,14 +429,27 @@ func commandLine(code, nonce, stdin string, trackEnv, held bool) string {
 	if held {
 		b.WriteString(" 3<&-")
 	}
-	b.WriteString(";__c ")
+	b.WriteString("\n")
+	if xtrace {
+		b.WriteString("{ ")
+	}
+	b.WriteString(p.call(trackEnv))
+	b.WriteString(" ")
 	b.WriteString(nonce)
-	if trackEnv {
-		b.WriteString(" $? 1\n")
+	if xtrace {
+		b.WriteString(" $? 9;} 9>&2 2>&-\n")
 	} else {
 		b.WriteString(" $?\n")
 	}
 	return b.String()
+}
+
+// call is the name of the function that ends a command.
+func (p protocol) call(trackEnv bool) string {
+	if trackEnv {
+		return p.fn + "e"
+	}
+	return p.fn
 }
 
 // quote makes s one single-quoted shell word.
@@ -356,6 +484,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	res.StartedAt = time.Now()
 	track := sh.cfg.TrackEnv || opts.snapshot
 	k := newSink(nonce, res.StartedAt, opts, track)
+	k.trace = []byte(sh.proto.call(track) + " " + nonce + " ")
 	stdin := ""
 	var in *fifo
 	if opts.Stdin != nil {
@@ -384,7 +513,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 			res.OutputError = werr.Error()
 		}
 	}
-	if _, err := sh.ctl.Write([]byte(commandLine(code, nonce, stdin, track, sh.cfg.HoldDir != ""))); err != nil {
+	if _, err := sh.ctl.Write([]byte(sh.proto.commandLine(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.evalFn))); err != nil {
 		// Nothing of the command reached the shell: it is gone.
 		sh.dead.Store(true)
 		finish()
@@ -394,29 +523,51 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	}
 
 	var stopped corral.Outcome
-	died := false
-	select {
-	case <-k.found[0]:
-	case <-k.found[1]:
-	case <-sh.detached:
-		finish()
-		res.Outcome = corral.OutcomeCancelled
-		res.Error = "the session was detached; the command goes on in its shell"
-		return res, &corral.RunError{Result: res, Err: ErrClosed}
-	case <-sh.tree.Exited():
-		died = true
-	case <-ctx.Done():
-		stopped = ctxOutcome(ctx)
-	case <-k.limitHit:
-		stopped = corral.OutcomeOutputLimit
+	died, unanswered := false, false
+	idle := time.NewTimer(idleFirst)
+	defer idle.Stop()
+wait:
+	for {
+		select {
+		case <-k.found[0]:
+		case <-k.found[1]:
+		case <-sh.detached:
+			finish()
+			res.Outcome = corral.OutcomeCancelled
+			res.Error = "the session was detached; the command goes on in its shell"
+			return res, &corral.RunError{Result: res, Err: ErrClosed}
+		case <-sh.tree.Exited():
+			died = true
+		case <-ctx.Done():
+			stopped = ctxOutcome(ctx)
+		case <-k.limitHit:
+			stopped = corral.OutcomeOutputLimit
+		case <-idle.C:
+			if !sh.waitingForInput() {
+				idle.Reset(idleEvery)
+				continue
+			}
+			// The shell has read all we sent and waits for more: its
+			// answer is in the output pipes already (it wrote it
+			// before reading on), or will never come.
+			if !k.waitMarkers(min(sh.cfg.Drain, idleAnswer)) {
+				unanswered = true
+			}
+		}
+		break wait
 	}
-	if !died && stopped == "" {
+	if unanswered {
+		sh.dead.Store(true)
+		res.Error = "the session's shell stopped answering: it waits for its next command without having reported the end of this one (set -n; a function named builtin or command that hides the shell's own; or stderr closed); the session restarts"
+	} else if !died && stopped == "" {
 		// One marker is in; the other tells where the rest of the
 		// command's output ends on its stream.
 		if !k.waitMarkers(sh.cfg.Drain) {
 			sh.dead.Store(true)
 			res.Error = "the command closed the shell's stdout or stderr; the session restarts"
 		}
+	}
+	if !died && !unanswered && stopped == "" {
 		select {
 		case <-k.limitHit:
 			stopped = corral.OutcomeOutputLimit
@@ -425,6 +576,9 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	}
 	var lifecycle error
 	switch {
+	case unanswered:
+		lifecycle = sh.stop(sh.cfg.Grace)
+		res.Outcome, res.ExitCode = corral.OutcomeExited, -1
 	case stopped != "":
 		grace := sh.cfg.Grace
 		if stopped == corral.OutcomeOutputLimit {
@@ -459,7 +613,14 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		res.Outcome, res.ExitCode = corral.OutcomeExited, k.exitCode()
 	}
 	finish()
+	if flags, evalFn, ok := k.shellFlags(); ok {
+		sh.xtrace, sh.evalFn = strings.IndexByte(flags, 'x') >= 0, evalFn
+		if evalFn {
+			res.Error = joinErr(res.Error, "the command defined a function named eval, which would receive every later command instead of the shell's eval: corral removes it before the next command")
+		}
+	}
 	if cwd, env, ok := k.shellState(); ok {
+		cwd = sh.trueCwd(cwd)
 		sh.mu.Lock()
 		sh.cwd, sh.haveState = cwd, true
 		if env != nil {
@@ -487,11 +648,63 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 
 var errKillFailed = corral.ErrKillFailed
 
-func joinErr(a, b string) string {
-	if a == "" {
-		return b
+// idleFirst and idleEvery space the checks of whether a shell that has
+// not answered waits for input (waitingForInput): a command still running
+// after idleFirst is looked at every idleEvery.
+const (
+	idleFirst = 100 * time.Millisecond
+	idleEvery = 500 * time.Millisecond
+	// idleAnswer bounds the wait for an answer already in the pipes.
+	idleAnswer = 250 * time.Millisecond
+)
+
+// waitingForInput reports whether the shell is blocked reading its
+// command channel: it has read every command sent and runs nothing. Only
+// where /proc shows a process's system call (Linux, with the right to
+// look: a shell taken over from another owner may not allow it) can this
+// be known; elsewhere it reports false.
+func (sh *shell) waitingForInput() bool {
+	pid := strconv.Itoa(sh.pid())
+	b, err := os.ReadFile("/proc/" + pid + "/syscall")
+	if err != nil {
+		return false
 	}
-	return a + "; " + b
+	f := strings.Fields(string(b))
+	if len(f) < 2 || f[0] != strconv.Itoa(syscall.SYS_READ) {
+		return false
+	}
+	fd, err := strconv.ParseInt(f[1], 0, 64)
+	if err != nil {
+		return false
+	}
+	in, err := os.Stat("/proc/" + pid + "/fd/" + strconv.FormatInt(fd, 10))
+	if err != nil {
+		return false
+	}
+	ctl, err := sh.ctl.Stat()
+	return err == nil && os.SameFile(in, ctl)
+}
+
+// trueCwd is the shell's working directory, given the $PWD it reported: a
+// command can assign PWD without moving the shell, so where the kernel
+// says the shell is wins (/proc/PID/cwd), unless $PWD names that same
+// directory (a logical path through a symlink, as cd leaves it). Where
+// there is no /proc, $PWD is all there is.
+func (sh *shell) trueCwd(logical string) string {
+	link := "/proc/" + strconv.Itoa(sh.pid()) + "/cwd"
+	real, err := os.Readlink(link)
+	if err != nil || real == logical {
+		return logical
+	}
+	if r, ok := strings.CutSuffix(real, " (deleted)"); ok {
+		return r // gone: a reset says so when it cannot go back there
+	}
+	if a, err := os.Stat(logical); err == nil && filepath.IsAbs(logical) {
+		if b, err := os.Stat(link); err == nil && os.SameFile(a, b) {
+			return logical
+		}
+	}
+	return real
 }
 
 func startFailedResult(res *corral.Result, err error) (*corral.Result, error) {

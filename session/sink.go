@@ -12,11 +12,18 @@ import (
 // sink receives one command's output from the shell's stdout and stderr:
 // it passes it to the caller's writers, counts and times it, enforces the
 // output limit, and finds the marker that ends it on each stream: the
-// prefix "\037corral:NONCE " and a trailer, "RC PWD\0" (plus the exported
+// prefix "\037corral:NONCE " and a trailer, "RC FLAGS PWD\0" (plus the exported
 // environment and "\0" when tracked) on stdout, "RC\037" on stderr. Bytes
 // after a marker belong to no command.
 type sink struct {
-	prefix   []byte
+	prefix []byte
+	// trace, if set, is how xtrace shows the call of corral's function on
+	// stderr ("FN NONCE "): a command that turned xtrace on gets the
+	// trace of that call, and of the function's first commands, before
+	// the stderr marker. Stream 1 ends where the trace starts, with the
+	// PS4 prefix on its line if it looks like one (see ps4Like), and
+	// what follows is skipped up to the marker.
+	trace    []byte
 	trackEnv bool
 	start    time.Time
 	limit    int64
@@ -31,10 +38,12 @@ type sink struct {
 	carry   [2][]byte // a tail that may be the start of the prefix
 	carryAt [2]time.Time
 	trailer [2][]byte // bytes after the prefix, until the terminator
-	state   [2]int    // searching, trailer, done
+	state   [2]int    // searching, skipping, inTrailer, done
 	rc      [2]int
 	haveRC  [2]bool
 	cwd     string
+	flags   string // the shell's $-
+	evalFn  bool   // the shell reported a function named eval
 	env     []string
 	haveCwd bool
 	total   int64
@@ -45,6 +54,7 @@ type sink struct {
 
 const (
 	searching = iota
+	skipping  // stream 1 after corral's traced call, until the marker
 	inTrailer
 	done
 )
@@ -82,23 +92,87 @@ func (k *sink) feed(i int, b []byte, at time.Time) {
 		dataAt = k.carryAt[i]
 		k.carry[i] = nil
 	}
-	if idx := bytes.Index(data, k.prefix); idx >= 0 {
+	if k.state[i] == skipping {
+		k.skip(i, data, at)
+		return
+	}
+	idx := bytes.Index(data, k.prefix)
+	if i == 1 && k.trace != nil {
+		if t := bytes.Index(data, k.trace); t >= 0 && (idx < 0 || t < idx) {
+			cut := t
+			if ls := bytes.LastIndexByte(data[:t], '\n') + 1; ps4Like(data[ls:t]) {
+				cut = ls
+			}
+			k.emit(i, data[:cut], dataAt)
+			k.state[i] = skipping
+			k.skip(i, data[t+len(k.trace):], at)
+			return
+		}
+	}
+	if idx >= 0 {
 		k.emit(i, data[:idx], dataAt)
 		k.state[i] = inTrailer
 		k.collect(i, data[idx+len(k.prefix):])
 		return
 	}
-	// Hold back a tail that could be the start of the prefix, split
-	// across two reads.
-	keep := min(len(k.prefix)-1, len(data))
-	for keep > 0 && !bytes.HasPrefix(k.prefix, data[len(data)-keep:]) {
-		keep--
+	// Hold back a tail that could be the start of the prefix (or of the
+	// trace), split across two reads.
+	keep := tailKeep(data, k.prefix)
+	if i == 1 && k.trace != nil {
+		// and the PS4 the trace may start with, whole or in part
+		kt := tailKeep(data, k.trace)
+		end := len(data) - kt
+		ls := bytes.LastIndexByte(data[:end], '\n') + 1
+		if kt > 0 && ps4Like(data[ls:end]) || kt == 0 && (ps4Like(data[ls:]) || ps4Like(append(data[ls:len(data):len(data)], ' '))) {
+			kt = len(data) - ls
+		}
+		keep = max(keep, kt)
 	}
 	k.emit(i, data[:len(data)-keep], dataAt)
 	if keep > 0 {
 		k.carry[i] = append([]byte(nil), data[len(data)-keep:]...)
 		k.carryAt[i] = at
 	}
+}
+
+// skip drops stream i's bytes up to the marker's prefix, then collects
+// the trailer.
+func (k *sink) skip(i int, data []byte, at time.Time) {
+	if idx := bytes.Index(data, k.prefix); idx >= 0 {
+		k.state[i] = inTrailer
+		k.collect(i, data[idx+len(k.prefix):])
+		return
+	}
+	if keep := tailKeep(data, k.prefix); keep > 0 {
+		k.carry[i] = append([]byte(nil), data[len(data)-keep:]...)
+		k.carryAt[i] = at
+	}
+}
+
+// tailKeep is the length of the longest tail of data that is a proper
+// prefix of p.
+func tailKeep(data, p []byte) int {
+	keep := min(len(p)-1, len(data))
+	for keep > 0 && !bytes.HasPrefix(p, data[len(data)-keep:]) {
+		keep--
+	}
+	return max(keep, 0)
+}
+
+// ps4Like reports whether b, the start of the line on which xtrace shows
+// corral's call, is what the shells print for the default PS4: its first
+// character, repeated once per level of eval or subshell, and a space.
+// Anything else is the command's own output and is kept.
+func ps4Like(b []byte) bool {
+	if len(b) < 2 || len(b) > 32 || b[len(b)-1] != ' ' {
+		return false
+	}
+	for _, c := range b[:len(b)-1] {
+		if c != b[0] {
+			return false
+		}
+	}
+	return true
 }
 
 // collect gathers stream i's trailer and, once it is complete, parses it
@@ -130,10 +204,14 @@ func (k *sink) collect(i int, b []byte) {
 		}
 		body = t[:end]
 		head, rest, _ := bytes.Cut(body, []byte{0})
-		rcs, cwd, _ := bytes.Cut(head, []byte{' '})
+		rcs, fields, _ := bytes.Cut(head, []byte{' '})
+		flags, cwd, _ := bytes.Cut(fields, []byte{' '})
+		if c, ok := bytes.CutPrefix(cwd, []byte("eval\n")); ok {
+			k.evalFn, cwd = true, c
+		}
 		if rc, err := strconv.Atoi(string(rcs)); err == nil {
 			k.rc[0], k.haveRC[0] = rc, true
-			k.cwd, k.haveCwd = string(cwd), true
+			k.cwd, k.flags, k.haveCwd = string(cwd), string(flags), true
 		}
 		if k.trackEnv {
 			k.env = parseExports(string(rest))
@@ -178,6 +256,14 @@ func (k *sink) shellState() (cwd string, env []string, ok bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.cwd, k.env, k.haveCwd
+}
+
+// shellFlags is the shell's $- after the command, and whether it reported
+// a function named eval.
+func (k *sink) shellFlags() (flags string, evalFn bool, ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.flags, k.evalFn, k.haveCwd
 }
 
 // emit delivers p (first read at time at) within the output limit.

@@ -28,7 +28,7 @@ func feedAll(k *sink, data []byte, cuts []byte) {
 func FuzzSinkFeed(f *testing.F) {
 	f.Add([]byte("hello\n"), []byte{3, 1, 4})
 	f.Add([]byte(""), []byte{})
-	f.Add([]byte("\x1fcorral:AAAAAAAAAAAA 0 /tmp\x00"), []byte{1, 1, 1, 1, 2})
+	f.Add([]byte("\x1fcorral:AAAAAAAAAAAA 0 hB /tmp\x00"), []byte{1, 1, 1, 1, 2})
 	f.Add([]byte("\x1fcorral:nonce12char"), []byte{5})
 	f.Add([]byte("\x1fcorral:nonce12chaX \x1f\x1f\x00"), []byte{0, 0, 0})
 	f.Add(bytes.Repeat([]byte{0x1f}, 40), []byte{2, 7})
@@ -36,7 +36,7 @@ func FuzzSinkFeed(f *testing.F) {
 		const nonce = "nonce12chars"
 		var got bytes.Buffer
 		k := newSink(nonce, time.Now(), Options{Stdout: &got}, false)
-		marker := "\x1fcorral:" + nonce + " 7 /some dir\x00trailing junk"
+		marker := "\x1fcorral:" + nonce + " 7 hB /some dir\x00trailing junk"
 		if bytes.Contains(out, []byte("\x1fcorral:"+nonce+" ")) {
 			t.Skip("the output contains this command's own nonce")
 		}

@@ -1,0 +1,355 @@
+//go:build linux
+
+package session
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// runBounded runs code with a timeout, so that a protocol a command broke
+// fails the test instead of hanging it.
+func runBounded(t *testing.T, s *Session, code string) (string, string, *corral.Result, error) {
+	t.Helper()
+	var out, errb strings.Builder
+	r, err := s.Exec(context.Background(), code, Options{Stdout: &out, Stderr: &errb, Timeout: 5 * time.Second})
+	return out.String(), errb.String(), r, err
+}
+
+// shellName is the shell a session of these tests runs.
+func shellName(s *Session) string { return s.cfg.Shell }
+
+// TestProtocolNamesBelongToTheUser: a command may define, unset or alias
+// any name, including the ones corral's protocol used to call (its
+// function __c, printf, eval, export, cd, [, set, trap, read): the command
+// and every later one still complete, with their own output and status.
+func TestProtocolNamesBelongToTheUser(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		cases := []string{
+			"__c() { :; }",
+			"unset -f __c",
+			"__c() { echo captured; }; alias __c='echo captured'",
+			"printf() { :; }",
+			"printf() { echo captured; }",
+			"cd() { echo captured; }",
+			"read() { echo captured; }",
+			"alias eval='echo captured' printf='echo captured'",
+		}
+		if shellName(s) == "bash" {
+			cases = append(cases,
+				"[() { echo captured; }; test() { echo captured; }",
+				"set() { echo captured; }; trap() { echo captured; }; unset() { echo captured; }",
+				"shopt -s expand_aliases; alias eval='echo captured' printf='echo captured' __c='echo captured' export='echo captured'",
+				"export() { echo captured; }; eval() { echo captured; }",
+				"declare() { echo captured; }; readonly() { echo captured; }",
+			)
+		}
+		for _, c := range cases {
+			out, errs, r, err := runBounded(t, s, c+"; echo defined")
+			if err != nil || out != "defined\n" {
+				t.Fatalf("%q: %q %q %+v %v", c, out, errs, r, err)
+			}
+			for i := 0; i < 2; i++ {
+				out, errs, r, err = runBounded(t, s, "echo next; false")
+				if out != "next\n" || r.ExitCode != 1 || r.Outcome != "exited" {
+					t.Fatalf("after %q: %q %q %+v %v", c, out, errs, r, err)
+				}
+			}
+			mustRun(t, s, "unalias -a; unset -f __c printf export cd read test set trap declare readonly 2>/dev/null; true")
+		}
+		if s.State().Resets != 0 {
+			t.Fatalf("the session was reset: %+v", s.State())
+		}
+	})
+}
+
+// TestEvalFunctionCannotCaptureTheSession: bash lets a command define a
+// function named eval; it must not receive every later command.
+func TestEvalFunctionCannotCaptureTheSession(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) != "bash" {
+			t.Skip("only bash lets a function shadow the special builtin eval")
+		}
+		_, _, r, err := runBounded(t, s, "shopt -s expand_aliases; alias builtin='echo captured'; eval() { echo captured \"$@\"; }")
+		if err != nil {
+			t.Fatalf("%+v %v", r, err)
+		}
+		if !strings.Contains(r.Error, "eval") {
+			t.Errorf("the result does not say that the function was removed: %+v", r)
+		}
+		out, errs, r, err := runBounded(t, s, "echo real")
+		if err != nil || out != "real\n" {
+			t.Fatalf("after eval(): %q %q %+v %v", out, errs, r, err)
+		}
+	})
+}
+
+// TestXtraceSeesOnlyTheUsersCode: under set -x the command's stderr holds
+// the trace of its own commands, never corral's.
+func TestXtraceSeesOnlyTheUsersCode(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		check := func(code, want string) {
+			t.Helper()
+			out, errs, r, err := runBounded(t, s, code)
+			if err != nil || out != "x\n" {
+				t.Fatalf("%q: %q %q %+v %v", code, out, errs, r, err)
+			}
+			// bash marks commands run by eval with a second +.
+			trace := strings.TrimLeft(errs, "+")
+			if trace != want || strings.Count(errs, "\n") != 1 {
+				t.Fatalf("%q: stderr %q, want only the trace %q", code, errs, want)
+			}
+		}
+		check("set -x; echo x", " echo x\n")
+		check("echo x", " echo x\n")
+		check("echo x", " echo x\n")
+		check("set +x; echo x", " set +x\n")
+		out, errs, _, err := runBounded(t, s, "echo x")
+		if err != nil || out != "x\n" || errs != "" {
+			t.Fatalf("after set +x: %q %q %v", out, errs, err)
+		}
+	})
+}
+
+// TestErrorsThatDiscardTheLine: bash throws away the rest of its input
+// line after some errors inside eval; the command still completes, with
+// the status bash gives it (1), and the session goes on.
+func TestErrorsThatDiscardTheLine(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) != "bash" {
+			t.Skip("bash only")
+		}
+		for _, c := range []string{"declare -i n; n=08", "a[1+]=1", "exit 7 8 9", "return 1 2", "shift 1 2"} {
+			out, errs, r, _ := runBounded(t, s, c+"; echo not-reached")
+			if r.Outcome != "exited" || r.ExitCode != 1 || out != "" || errs == "" {
+				t.Fatalf("%q: %q %q %+v", c, out, errs, r)
+			}
+			if got := mustRun(t, s, "echo next"); got != "next\n" {
+				t.Fatalf("after %q: %q", c, got)
+			}
+		}
+		if s.State().Resets != 0 {
+			t.Fatalf("the session was reset: %+v", s.State())
+		}
+	})
+}
+
+// TestRecordedCwdIsTheShellsOwn: a command that assigns PWD does not move
+// the shell; the recorded cwd is where the shell really is, and stays the
+// logical path (through a symlink) when that path is where it really is.
+func TestRecordedCwdIsTheShellsOwn(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		dir, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, s, "cd "+dir+"; PWD=/etc")
+		if st := s.State(); st.Cwd != dir {
+			t.Fatalf("cwd %q after PWD=/etc, want %q", st.Cwd, dir)
+		}
+		link := filepath.Join(t.TempDir(), "link")
+		if err := os.Symlink(dir, link); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, s, "cd "+link)
+		if st := s.State(); st.Cwd != link {
+			t.Fatalf("cwd %q after cd through a symlink, want %q", st.Cwd, link)
+		}
+		mustRun(t, s, "cd /; PWD="+link)
+		if st := s.State(); st.Cwd != "/" {
+			t.Fatalf("cwd %q after PWD=%s in /, want /", st.Cwd, link)
+		}
+	})
+}
+
+// TestRestartDropsWhatExecveCannotTake: an exported variable too large
+// for execve (over 128 KiB) must not make every later start of the shell
+// fail: the shell restarts with what fits, and the result says what was
+// dropped. The same holds for a session whose initial environment has it
+// (a daemon re-creating a session from its record).
+func TestRestartDropsWhatExecveCannotTake(t *testing.T) {
+	for _, sh := range []string{"bash", "dash"} {
+		for _, held := range []bool{false, true} {
+			name := sh
+			if held {
+				name += "-held"
+			}
+			t.Run(name, func(t *testing.T) {
+				mark := testproc.Guard(t, 60*time.Second)
+				cfg := Config{Shell: sh, TrackEnv: true, RestoreOnReset: true}
+				if held {
+					cfg.HoldDir = t.TempDir()
+					os.Chmod(cfg.HoldDir, 0o700) // a HoldDir must be private
+				}
+				s := newSession(t, cfg, mark)
+				mustRun(t, s, `BIG=x; while [ ${#BIG} -lt 200000 ]; do BIG=$BIG$BIG; done; export BIG KEPT=yes`)
+				runBounded(t, s, "exit 3") // a reset: the next command starts a fresh shell
+				out, errs, r, err := runBounded(t, s, `echo "${#BIG} $KEPT"`)
+				if err != nil || out != "0 yes\n" {
+					t.Fatalf("after the reset: %q %q %+v %v", out, errs, r, err)
+				}
+				if !strings.Contains(r.Error, "BIG") {
+					t.Fatalf("the result does not say what was dropped: %+v", r)
+				}
+				if got := mustRun(t, s, "echo ok"); got != "ok\n" {
+					t.Fatalf("next: %q", got)
+				}
+
+				big := "BIG2=" + strings.Repeat("y", 200000)
+				cfg2 := Config{Shell: sh}
+				if held {
+					cfg2.HoldDir = t.TempDir()
+					os.Chmod(cfg2.HoldDir, 0o700)
+				}
+				cfg2.Env = append(testproc.Env(mark), big, "KEPT2=yes")
+				cfg2.Dir = t.TempDir()
+				s2, err := New(cfg2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s2.Close()
+				out, errs, r, err = runBounded(t, s2, `echo "${#BIG2} $KEPT2"`)
+				if err != nil || out != "0 yes\n" || !strings.Contains(r.Error, "BIG2") {
+					t.Fatalf("a session created with a too large variable: %q %q %+v %v", out, errs, r, err)
+				}
+			})
+		}
+	}
+}
+
+// TestShellThatStoppedAnsweringIsDetected: set -n makes the shell read
+// but never run anything again, and a function named builtin (bash) or
+// command (other shells) takes the calls corral's function makes. Neither
+// may hang the command until its timeout: corral sees the shell waiting
+// for input with no answer given, says so and restarts the session.
+func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		cases := []string{"set -n", "command() { :; }"}
+		if shellName(s) == "bash" {
+			cases = []string{"set -n", "builtin() { :; }"}
+		}
+		for _, c := range cases {
+			var out strings.Builder
+			r, err := s.Exec(context.Background(), c, Options{Stdout: &out, Timeout: 8 * time.Second})
+			if r.Outcome == corral.OutcomeTimeout || r.Duration > 5*time.Second || err == nil || !strings.Contains(r.Error, "stopped answering") {
+				t.Fatalf("%q: %+v %v", c, r, err)
+			}
+			if got := mustRun(t, s, "echo ok"); got != "ok\n" {
+				t.Fatalf("after %q: %q", c, got)
+			}
+		}
+	})
+}
+
+// TestClosedStderrRestarts: a command that closes the shell's stderr
+// leaves no descriptor for the marker; it ends within the drain bound with
+// its output and an error saying so, and the session restarts.
+func TestClosedStderrRestarts(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		out, _, r, err := runBounded(t, s, "exec 2>&-; echo hi")
+		if out != "hi\n" || r.Error == "" || r.Outcome == corral.OutcomeTimeout || r.Duration > 4*time.Second {
+			t.Fatalf("exec 2>&-: %q %+v %v", out, r, err)
+		}
+		if got := mustRun(t, s, "echo next"); got != "next\n" {
+			t.Fatalf("after exec 2>&-: %q", got)
+		}
+	})
+}
+
+// TestNounsetWithoutPWD: under set -u, a command that unset PWD must not
+// make corral's own function fail (an unbound variable ends a
+// non-interactive shell); the recorded cwd is still the shell's.
+func TestNounsetWithoutPWD(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		dir, err := filepath.EvalSymlinks(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, errs, r, err := runBounded(t, s, "cd "+dir+"; set -u; unset PWD; echo x")
+		if err != nil || out != "x\n" {
+			t.Fatalf("%q %q %+v %v", out, errs, r, err)
+		}
+		if st := s.State(); st.Cwd != dir || st.Resets != 0 {
+			t.Fatalf("state %+v, want cwd %q and no reset", st, dir)
+		}
+	})
+}
+
+// TestSinkCutsTheTracedCall: on stderr, the trace of corral's call (and
+// all up to the marker) is not the command's output, however the reads
+// split it; a default PS4 before it goes too, other output stays.
+func TestSinkCutsTheTracedCall(t *testing.T) {
+	const nonce = "nonce12chars"
+	for _, c := range []struct{ in, want string }{
+		{"err\n++ echo x\n+ _cabcde " + nonce + " 0\n++ builtin printf x\n\x1fcorral:" + nonce + " 0\x1f", "err\n++ echo x\n"},
+		{"partial+ _cabcde " + nonce + " 0\n\x1fcorral:" + nonce + " 0\x1f", "partial+ "},
+		{"no trace\n\x1fcorral:" + nonce + " 3\x1f", "no trace\n"},
+		{"_cabcde other 0\n_c\x1fcorral:" + nonce + " 3\x1f", "_cabcde other 0\n_c"},
+	} {
+		for step := 1; step <= len(c.in); step++ {
+			var got strings.Builder
+			k := newSink(nonce, time.Now(), Options{Stderr: &got}, false)
+			k.trace = []byte("_cabcde " + nonce + " ")
+			for off := 0; off < len(c.in); off += step {
+				k.feed(1, []byte(c.in[off:min(off+step, len(c.in))]), time.Now())
+			}
+			select {
+			case <-k.found[1]:
+			default:
+				t.Fatalf("%q in steps of %d: marker not found", c.in, step)
+			}
+			k.close()
+			// Split reads may cut a PS4-like end of a line that began
+			// in an earlier read.
+			if got.String() != c.want && !(step > 1 && c.want == "partial+ " && got.String() == "partial") {
+				t.Fatalf("%q in steps of %d: %q, want %q", c.in, step, got.String(), c.want)
+			}
+		}
+	}
+}
+
+// FuzzSinkStderr: stderr that holds neither corral's traced call nor its
+// marker comes out exactly as written, however the reads split it (what
+// the sink holds back for a possible trace or PS4 is never lost).
+func FuzzSinkStderr(f *testing.F) {
+	f.Add([]byte("++ echo x\n+ "), []byte{1, 2, 3})
+	f.Add([]byte("_cabcde nonce12chaX"), []byte{0})
+	f.Add([]byte("\n==== \n+"), []byte{4, 1})
+	f.Fuzz(func(t *testing.T, out []byte, cuts []byte) {
+		const nonce = "nonce12chars"
+		trace := "_cabcde " + nonce + " "
+		if bytes.Contains(out, []byte(trace)) || bytes.Contains(out, []byte("\x1fcorral:"+nonce+" ")) {
+			t.Skip("the output contains the trace or the marker")
+		}
+		var got bytes.Buffer
+		k := newSink(nonce, time.Now(), Options{Stderr: &got}, false)
+		k.trace = []byte(trace)
+		data := append(append([]byte(nil), out...), "\x1fcorral:"+nonce+" 5\x1f"...)
+		for len(data) > 0 {
+			n := len(data)
+			if len(cuts) > 0 {
+				n = min(int(cuts[0])%17+1, len(data))
+				cuts = cuts[1:]
+			}
+			k.feed(1, data[:n], time.Now())
+			data = data[n:]
+		}
+		select {
+		case <-k.found[1]:
+		default:
+			t.Fatalf("marker not found after %q", out)
+		}
+		k.close()
+		if !bytes.Equal(got.Bytes(), out) {
+			t.Fatalf("stderr %q, want %q", got.Bytes(), out)
+		}
+	})
+}
