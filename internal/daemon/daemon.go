@@ -375,13 +375,20 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 		return s, nil
 	}
 	rec, err := d.store.Get(name)
+	created := false
 	if errors.Is(err, store.ErrNotFound) {
+		// Refused before anything is written: a refused creation leaves
+		// no record behind.
+		if err := checkCreate(start.Cwd, start.Env); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
 		now := time.Now().UTC()
 		rec = &store.Session{Name: name, Created: now, LastUsed: now, Shell: shellOf(start.Env),
 			Cwd: start.Cwd, Env: start.Env, State: store.Down}
 		if err := d.store.Put(rec); err != nil {
 			return nil, err
 		}
+		created = true
 	} else if err != nil {
 		return nil, err
 	}
@@ -391,15 +398,28 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 		}
 	}
 	if err := os.MkdirAll(d.holdDir(name), 0o700); err != nil {
-		return nil, err
+		return nil, d.unmake(name, created, err)
 	}
 	if s, err = session.New(d.sessionConfig(rec)); err != nil {
-		return nil, err
+		return nil, d.unmake(name, created, err)
 	}
 	d.mu.Lock()
 	d.sessions[name] = s
 	d.mu.Unlock()
 	return s, nil
+}
+
+// unmake undoes the creation of a session that could not be made (its
+// record, just written, and its directory) and returns err: a session is
+// created whole or not at all.
+func (d *Daemon) unmake(name string, created bool, err error) error {
+	if created {
+		if derr := d.store.Delete(name); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+			d.cfg.Log.Warn("cannot remove the record of a session not created", "session", name, "err", derr)
+		}
+		os.RemoveAll(d.holdDir(name))
+	}
+	return err
 }
 
 // shellOf picks the session's shell: the creating client's $SHELL if it is
@@ -555,6 +575,10 @@ func CheckStart(s *pb.ExecStart) error {
 		return errors.New("NUL byte in command")
 	case s.Cwd != "" && !filepath.IsAbs(s.Cwd):
 		return fmt.Errorf("cwd %q is not absolute", s.Cwd)
+	case len(s.Cwd) >= maxPath:
+		return fmt.Errorf("cwd of %d bytes (a path has at most %d)", len(s.Cwd), maxPath-1)
+	case strings.IndexByte(s.Cwd, 0) >= 0:
+		return errors.New("NUL byte in cwd")
 	}
 	for _, kv := range s.Env {
 		if strings.IndexByte(kv, 0) >= 0 || !strings.Contains(kv, "=") {
