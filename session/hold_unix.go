@@ -129,7 +129,9 @@ func releaseStdin(dir string) {
 // exits its status cannot be learnt: such a command's result says so.
 //
 // If the shell is alive but cannot be taken over (its FIFOs are gone),
-// Attach stops its tree through the identity gate and returns an error. If
+// Attach stops its tree through the identity gate and returns an error; a
+// failure that is this process's own (out of descriptors, memory or
+// threads: EMFILE, ENFILE, ENOMEM, EAGAIN) leaves the shell untouched. If
 // the shell is gone already, the error wraps contain's ErrGone and what
 // its tree may have left (background jobs) is not touched here: the
 // caller reaps it through the same identity, as the daemon does.
@@ -141,15 +143,23 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Our ends first: failing to open them for want of descriptors or
+	// memory is this process's trouble, not the shell's, which is left
+	// untouched for a later attempt.
+	ends := &shellEnds{}
+	oerr := ends.openOurs(cfg.HoldDir)
+	if oerr != nil && shortage(oerr) {
+		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, oerr)
+	}
 	tree, err := contain.AdoptLive(containIdentity(id))
 	if err != nil {
+		ends.closeOurs()
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)
 	}
-	ends := &shellEnds{}
-	if err := ends.openOurs(cfg.HoldDir); err != nil {
+	if oerr != nil {
 		contain.Stop(tree, -1, contain.KillBound, nil)
 		tree.Close()
-		return nil, err
+		return nil, oerr
 	}
 	releaseStdin(cfg.HoldDir)
 	sh := newShell(&s.cfg, tree, ends)
@@ -176,6 +186,17 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 		}
 	}()
 	return s, nil
+}
+
+// shortage reports whether err is this process running short of a
+// resource (descriptors, memory, threads), which says nothing of a shell.
+func shortage(err error) bool {
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM, syscall.EAGAIN, syscall.ENOBUFS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // CanAttach reports whether Attach can take a held shell over on this
