@@ -147,11 +147,13 @@ func Open(cfg Config) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	if d.lis, err = unixsock.OwnerOnly(lis); err != nil {
+	if lis, err = unixsock.OwnerOnly(lis); err != nil {
 		lis.Close()
 		st.Close()
 		return nil, err
 	}
+	d.lis = limitConns(lis, maxConns)
+	boundMemory()
 	// The pid file names the owner of the socket from now on, before
 	// recovery takes the descriptors and time it may need.
 	if err := os.WriteFile(filepath.Join(cfg.StateDir, "daemon.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
@@ -171,7 +173,7 @@ func Open(cfg Config) (*Daemon, error) {
 		d.mu.Unlock()
 		cfg.Log.Info("serving while sessions are still being recovered", "recovering", n)
 	}
-	d.srv = grpc.NewServer()
+	d.srv = grpc.NewServer(serverOptions()...)
 	pb.RegisterDaemonServer(d.srv, d)
 	return d, nil
 }
