@@ -257,6 +257,9 @@ func runDaemon(dir string) error {
 	default:
 		return usageErr("CORRAL_ISOLATION: want auto, cgroup, pgroup or job, got %q", iso)
 	}
+	// A session that uses up a thread limit the daemon shares with it
+	// must not make the daemon die of a thread it could not create.
+	daemon.ReserveThreads()
 	d, err := daemon.Open(daemon.Config{StateDir: dir, Isolation: corral.Isolation(iso),
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {
