@@ -164,6 +164,7 @@ func Open(cfg Config) (*Daemon, error) {
 	// (a slow reap, a take-over to retry) goes on in the background, and
 	// those sessions answer as recovering meanwhile.
 	cfg.Log.Info("daemon starting", "pid", os.Getpid(), "state_dir", cfg.StateDir)
+	d.limitSessionPids()
 	d.startRecovery()
 	select {
 	case <-d.recovered:
