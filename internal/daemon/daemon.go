@@ -321,6 +321,10 @@ const recoverBudget = 2 * time.Second
 // rest.
 const recoverWorkers = 4
 
+// recoverStopBound is how long a stopping daemon waits for recovery
+// still under way.
+const recoverStopBound = 2 * time.Second
+
 // recoverWait is how long a command for a session still being recovered
 // waits for it before it is told so.
 const recoverWait = 5 * time.Second
@@ -538,15 +542,17 @@ func (d *Daemon) awaitRecovery(name string) error {
 	return status.Errorf(codes.FailedPrecondition, "session %s is still being recovered (%s); try again", name, reason)
 }
 
-// stopRecovery cancels what is left of start-up recovery and waits,
-// bounded, for it to end (a reap under way is bounded by KillBound).
+// stopRecovery cancels what is left of start-up recovery and waits, up to
+// recoverStopBound, for it to end. A reap still under way then (each is
+// bounded by contain.KillBound) is left to finish or be cut off with the
+// process: the record stays, and the next daemon recovers that session.
 func (d *Daemon) stopRecovery() {
 	d.endRecovery()
 	done := make(chan struct{})
 	go func() { d.bg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(contain.KillBound + time.Second):
+	case <-time.After(recoverStopBound):
 		d.cfg.Log.Error("start-up recovery still running at stop; the next daemon recovers what is left")
 	}
 }
