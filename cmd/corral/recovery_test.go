@@ -132,7 +132,9 @@ func TestDaemonServesWhileRecoveryIsSlow(t *testing.T) {
 
 	began := time.Now()
 	list := e.ls() // starts the daemon
-	if took := time.Since(began); took > 6*time.Second {
+	took := time.Since(began)
+	t.Logf("the first listing (daemon start included) took %v", took.Round(time.Millisecond))
+	if took > 6*time.Second {
 		t.Errorf("the first listing took %v", took)
 	}
 	if s := list["ok"]; s.State != "up" {
@@ -147,14 +149,14 @@ func TestDaemonServesWhileRecoveryIsSlow(t *testing.T) {
 	if recovering == 0 {
 		t.Errorf("no session listed as recovering: %+v", list)
 	}
-	began = time.Now()
+	cmds := time.Now()
 	if out, rc := e.exec("ok", `echo "$OK"`); rc != 0 || out != "kept\n" {
 		t.Errorf("the taken-over session during recovery: %q %d", out, rc)
 	}
 	if out, rc := e.exec("fresh", "echo new"); rc != 0 || out != "new\n" {
 		t.Errorf("a new session during recovery: %q %d", out, rc)
 	}
-	if took := time.Since(began); took > 5*time.Second {
+	if took := time.Since(cmds); took > 5*time.Second {
 		t.Errorf("two commands during recovery took %v", took)
 	}
 	// The last of the slow sessions: the command waits for its recovery,
@@ -171,6 +173,7 @@ func TestDaemonServesWhileRecoveryIsSlow(t *testing.T) {
 			}
 		}
 		if left == 0 {
+			t.Logf("every slow session recovered %v after the daemon started", time.Since(began).Round(100*time.Millisecond))
 			break
 		}
 		if time.Now().After(deadline) {
