@@ -229,7 +229,9 @@ func releaseStdinIn(d *os.File) {
 // record of an older corral, skips only the last check.)
 //
 // If the shell is alive but cannot be taken over (its FIFOs are gone),
-// Attach stops its tree through the identity gate and returns an error. If
+// Attach stops its tree through the identity gate and returns an error; a
+// failure that is this process's own (out of descriptors, memory or
+// threads: EMFILE, ENFILE, ENOMEM, EAGAIN) leaves the shell untouched. If
 // the shell is gone already, the error wraps contain's ErrGone and what
 // its tree may have left (background jobs) is not touched here: the
 // caller reaps it through the same identity, as the daemon does.
@@ -255,6 +257,11 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 		fifos, openErr = ends.openOurs(d, cfg.HoldDir, last.Fifos)
 	}
 	if errors.Is(openErr, ErrNotOurs) {
+		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, openErr)
+	}
+	if openErr != nil && shortage(openErr) {
+		// This process's own trouble (descriptors, memory), not the
+		// shell's: leave it untouched for a later attempt.
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, openErr)
 	}
 	tree, err := contain.AdoptLive(containIdentity(id))
@@ -295,6 +302,17 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 		}
 	}()
 	return s, nil
+}
+
+// shortage reports whether err is this process running short of a
+// resource (descriptors, memory, threads), which says nothing of a shell.
+func shortage(err error) bool {
+	for _, e := range []error{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EAGAIN, unix.ENOBUFS} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // CanAttach reports whether Attach can take a held shell over on this

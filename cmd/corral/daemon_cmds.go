@@ -254,6 +254,9 @@ func runDaemon(dir string) error {
 	if err != nil {
 		return err
 	}
+	// A session that uses up a thread limit the daemon shares with it
+	// must not make the daemon die of a thread it could not create.
+	daemon.ReserveThreads()
 	d, err := daemon.Open(daemon.Config{StateDir: dir, Isolation: iso,
 		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
 	if err != nil {

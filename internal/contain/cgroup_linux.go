@@ -534,3 +534,110 @@ func (t *cgroupTree) KillProcs(pids []int) error {
 	_, err = signalNew(t.dir, unix.SIGKILL, done)
 	return err
 }
+
+// LimitTreePids gives the cgroup under which trees are made (CgroupBase) a
+// pids limit of its own: reserve below the tightest pids.max of this
+// process's cgroup and its ancestors (at most half of it), so that trees
+// that use up their limit leave the rest to this process. It returns the
+// limit set, or 0 if no pids limit is above us (nothing is shared).
+//
+// The base is normally "corral" beside this process in its own cgroup C.
+// A cgroup with processes of its own cannot hand a controller to its
+// children (cgroup v2: enabling pids there makes C a thread root, whose
+// children can hold no processes), so this process first moves into a
+// leaf of its own, C/daemon, and then enables pids in C. It does that only
+// if it is the only process in C (a service's cgroup); otherwise, or where
+// the base is elsewhere ($CORRAL_CGROUP_ROOT), it returns an error saying
+// why and changes nothing.
+func LimitTreePids(reserve int64) (int64, error) {
+	base, err := cgroupBase() // fixed now: it stays C/corral after the move
+	if err != nil {
+		return 0, err
+	}
+	mnt, err := cgroup2Mount()
+	if err != nil {
+		return 0, err
+	}
+	self, err := selfCgroup()
+	if err != nil {
+		return 0, err
+	}
+	own := filepath.Join(mnt, self)
+	var limit int64
+	for dir := own; ; dir = filepath.Dir(dir) {
+		b, err := os.ReadFile(filepath.Join(dir, "pids.max"))
+		if n, perr := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && perr == nil && (limit == 0 || n < limit) {
+			limit = n
+		}
+		if dir == mnt || !strings.HasPrefix(dir, mnt) {
+			break
+		}
+	}
+	if limit == 0 {
+		return 0, nil
+	}
+	want := limit - min(reserve, limit/2)
+	if !hasController(base, "pids") || hasController(own, "") && cgroupHasProcs(own) {
+		if filepath.Dir(base) != own {
+			return 0, fmt.Errorf("pids limit for %s: it is not beside this process (in %s): %w", base, own, ErrUnsupported)
+		}
+		procs, err := cgroupProcsOnly(own)
+		if err != nil {
+			return 0, err
+		}
+		if len(procs) != 1 || procs[0] != os.Getpid() {
+			return 0, fmt.Errorf("pids limit for %s: this process shares its cgroup %s with others", base, own)
+		}
+		leaf := filepath.Join(own, "daemon")
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return 0, fmt.Errorf("pids limit for %s: %w", base, err)
+		}
+		if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			return 0, fmt.Errorf("pids limit for %s: move into %s: %w", base, leaf, err)
+		}
+		if !hasController(base, "pids") {
+			if err := os.WriteFile(filepath.Join(own, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
+				return 0, fmt.Errorf("pids limit for %s: enable pids in %s: %w", base, own, err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "pids.max"), []byte(strconv.FormatInt(want, 10)), 0); err != nil {
+		return 0, fmt.Errorf("pids limit for %s: %w", base, err)
+	}
+	return want, nil
+}
+
+// hasController reports whether dir's cgroup.controllers lists name (with
+// name "", whether its subtree_control enables any controller).
+func hasController(dir, name string) bool {
+	file := "cgroup.controllers"
+	if name == "" {
+		file = "cgroup.subtree_control"
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, file))
+	if name == "" {
+		return strings.TrimSpace(string(b)) != ""
+	}
+	return strings.Contains(" "+strings.TrimSpace(string(b))+" ", " "+name+" ")
+}
+
+// cgroupHasProcs reports whether dir itself (not below) has processes.
+func cgroupHasProcs(dir string) bool {
+	procs, err := cgroupProcsOnly(dir)
+	return err == nil && len(procs) > 0
+}
+
+// cgroupProcsOnly lists the processes of dir itself.
+func cgroupProcsOnly(dir string) ([]int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range bytes.Fields(b) {
+		if pid, err := strconv.Atoi(string(f)); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids, nil
+}

@@ -43,6 +43,7 @@ import (
 
 	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/contain"
 	"github.com/corral-dev/corral/internal/fds"
 	"github.com/corral-dev/corral/internal/record"
 	"github.com/corral-dev/corral/internal/statedir"
@@ -89,6 +90,18 @@ type Daemon struct {
 	written  map[string]written     // what was last written of each session's state
 	closing  bool
 	oneshots sync.WaitGroup // running oneshots; added to only while !closing
+	// recovering holds the recorded sessions whose start-up recovery
+	// (take-over or reap) has not ended; each is removed, its done
+	// closed, when it has.
+	recovering map[string]*recovery
+
+	// recovered is closed when start-up recovery has been through every
+	// record (some may still be retrying a take-over). endRecovery
+	// cancels what is left of it; bg counts its goroutines, which
+	// shutdown waits for.
+	recovered   chan struct{}
+	endRecovery context.CancelFunc
+	bg          sync.WaitGroup
 
 	// stopping ends when a stopping daemon's grace for commands is over:
 	// oneshots, which no later daemon can take over, are cancelled then.
@@ -97,6 +110,10 @@ type Daemon struct {
 
 	pb.UnimplementedDaemonServer
 }
+
+// stateRecovering is how List shows a session whose start-up recovery has
+// not ended (its shell is being taken over or its tree reaped).
+const stateRecovering = "recovering"
 
 // SocketPath is where the daemon of stateDir listens.
 func SocketPath(stateDir string) string { return filepath.Join(stateDir, "corral.sock") }
@@ -129,7 +146,8 @@ func Open(cfg Config) (*Daemon, error) {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, store: st, runs: record.Store{Dir: runs}, started: time.Now(), stopped: make(chan struct{}),
-		sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}, written: map[string]written{}}
+		sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}, written: map[string]written{},
+		recovering: map[string]*recovery{}, recovered: make(chan struct{})}
 	d.stopping, d.stopOneshots = context.WithCancelCause(context.Background())
 	lis, err := unixsock.Listen(SocketPath(cfg.StateDir))
 	if errors.Is(err, unixsock.ErrInUse) {
@@ -139,18 +157,35 @@ func Open(cfg Config) (*Daemon, error) {
 		st.Close()
 		return nil, err
 	}
-	if d.lis, err = unixsock.OwnerOnly(lis); err != nil {
+	if lis, err = unixsock.OwnerOnly(lis); err != nil {
 		lis.Close()
 		st.Close()
 		return nil, err
 	}
-	// Only the daemon that owns the socket takes shells over.
+	d.lis = limitConns(lis, maxConns)
+	boundMemory()
+	// The pid file names the owner of the socket from now on, before
+	// recovery takes the descriptors and time it may need.
+	if err := os.WriteFile(filepath.Join(cfg.StateDir, "daemon.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
+		cfg.Log.Warn("cannot write the pid file", "err", err)
+	}
+	// Only the daemon that owns the socket takes shells over. Recovery
+	// gets recoverBudget before the daemon serves; what is left of it
+	// (a slow reap, a take-over to retry) goes on in the background, and
+	// those sessions answer as recovering meanwhile.
 	cfg.Log.Info("daemon starting", "pid", os.Getpid(), "state_dir", cfg.StateDir)
-	d.recover()
-	d.reapRuns()
-	d.srv = grpc.NewServer()
+	d.limitSessionPids()
+	d.startRecovery()
+	select {
+	case <-d.recovered:
+	case <-time.After(recoverBudget):
+		d.mu.Lock()
+		n := len(d.recovering)
+		d.mu.Unlock()
+		cfg.Log.Info("serving while sessions are still being recovered", "recovering", n)
+	}
+	d.srv = grpc.NewServer(serverOptions()...)
 	pb.RegisterDaemonServer(d.srv, d)
-	os.WriteFile(filepath.Join(cfg.StateDir, "daemon.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600)
 	return d, nil
 }
 
@@ -228,6 +263,7 @@ func (d *Daemon) shutdown() {
 				d.srv.Stop()
 			}
 		}
+		d.stopRecovery()
 		d.detachAll()
 		d.store.Close()
 		os.Remove(filepath.Join(d.cfg.StateDir, "daemon.pid"))
@@ -285,46 +321,263 @@ func (d *Daemon) holdDir(name string) string {
 	return filepath.Join(d.cfg.StateDir, "sessions", name)
 }
 
-// recover takes over the recorded shells that are alive and are what their
-// records say, kills what is left of the others (through their recorded
-// identity), and marks those down. Each record is updated in one
-// transaction, so a listing sees it either before or after, never half.
-func (d *Daemon) recover() {
+// recoverBudget is how long Open lets start-up recovery run before it
+// serves: long enough for the take-overs of a healthy restart, short
+// enough that a client (which gives up after 10 s) is answered.
+const recoverBudget = 2 * time.Second
+
+// recoverWorkers is how many sessions are recovered at once, so that a
+// few slow reaps (each bounded by contain.KillBound) do not hold up the
+// rest.
+const recoverWorkers = 4
+
+// recoverStopBound is how long a stopping daemon waits for recovery
+// still under way.
+const recoverStopBound = 2 * time.Second
+
+// recoverWait is how long a command for a session still being recovered
+// waits for it before it is told so.
+const recoverWait = 5 * time.Second
+
+// retryBackoff bounds the wait between attempts to take over a shell that
+// could not be taken over for a local shortage (descriptors, memory).
+var retryBackoff = [2]time.Duration{500 * time.Millisecond, 10 * time.Second}
+
+// recovery is one recorded session's start-up recovery.
+type recovery struct {
+	done   chan struct{} // closed when it has ended
+	reason string        // why it is not over yet (a failed take-over); guarded by Daemon.mu
+}
+
+// startRecovery marks every recorded session with a shell as recovering
+// and recovers them in the background, recoverWorkers at a time: each
+// live shell that is what its record says is taken over; what is left of
+// the others is killed through the recorded identity and the session is
+// marked down. A take-over that fails for a reason of this process's own
+// (no descriptor, no memory) leaves the shell alone and is retried. Then
+// the orphaned oneshot trees are reaped, and recovered is closed. Each
+// record is updated in one transaction, so a listing sees it either
+// before or after, never half.
+func (d *Daemon) startRecovery() {
+	ctx, cancel := context.WithCancel(context.Background())
+	d.endRecovery = cancel
 	recs, err := d.store.All()
 	if err != nil {
 		d.cfg.Log.Error("cannot read the session records; no shell taken over", "err", err)
-		return
+		recs = nil
 	}
+	var todo []*store.Session
+	d.mu.Lock()
 	for _, rec := range recs {
-		if rec.Keeper == nil {
-			continue
+		if rec.Keeper != nil {
+			todo = append(todo, rec)
+			d.recovering[rec.Name] = &recovery{done: make(chan struct{})}
 		}
-		// A record with a socket names a keeper process of an older corral:
-		// it cannot be taken over, only reaped.
-		if rec.Keeper.Socket == "" {
-			s, err := session.Attach(d.sessionConfig(rec), rec.Keeper.Identity(),
-				session.State{Cwd: rec.Cwd, Env: rec.Env, Fifos: fifosOf(rec.Keeper.Fifos)})
-			if err == nil {
+	}
+	d.mu.Unlock()
+	// Live shells first: their take-overs are quick and must not wait
+	// behind the reaps of dead ones.
+	live := map[string]bool{}
+	for _, r := range todo {
+		live[r.Name] = contain.ProcessAlive(r.Keeper.Pid, r.Keeper.StartTime)
+	}
+	slices.SortStableFunc(todo, func(a, b *store.Session) int {
+		switch aa, ba := live[a.Name], live[b.Name]; {
+		case aa && !ba:
+			return -1
+		case ba && !aa:
+			return 1
+		}
+		return 0
+	})
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		defer close(d.recovered)
+		work := make(chan *store.Session)
+		var wg sync.WaitGroup
+		for i := 0; i < recoverWorkers; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for rec := range work {
+					if d.recoverSession(rec.Name, rec) {
+						d.retryTakeOver(ctx, rec.Name)
+					}
+				}
+			}()
+		}
+	feed:
+		for _, rec := range todo {
+			select {
+			case work <- rec:
+			case <-ctx.Done():
+				break feed
+			}
+		}
+		close(work)
+		wg.Wait()
+		if ctx.Err() == nil {
+			d.reapRuns()
+		}
+	}()
+}
+
+// retryTakeOver retries, in the background with a growing wait, the
+// take-over of a session's shell that failed for a local shortage, until
+// it is taken over, found gone, killed, or the daemon stops.
+func (d *Daemon) retryTakeOver(ctx context.Context, name string) {
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		wait := retryBackoff[0]
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			if !d.recoverSession(name, nil) {
+				return
+			}
+			wait = min(2*wait, retryBackoff[1])
+		}
+	}()
+}
+
+// recoverSession recovers one recorded session (rec, or its record read
+// afresh if nil) and reports whether to try again later: its shell is
+// alive but could not be taken over for a reason that is no proof it is
+// gone or not ours (a descriptor shortage, say). Such a shell is never
+// signalled.
+func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
+	lock := d.nameLock(name)
+	lock.Lock()
+	defer lock.Unlock()
+	d.mu.Lock()
+	_, pending := d.recovering[name]
+	d.mu.Unlock()
+	if !pending { // killed before its turn
+		return false
+	}
+	if rec == nil {
+		var err error
+		if rec, err = d.store.Get(name); err != nil {
+			if errors.Is(err, store.ErrNotFound) { // killed meanwhile
+				d.recoveredOne(name)
+				return false
+			}
+			d.stillRecovering(name, err)
+			return true
+		}
+	}
+	if rec.Keeper == nil {
+		d.recoveredOne(name)
+		return false
+	}
+	// A record with a socket names a keeper process of an older corral:
+	// it cannot be taken over, only reaped.
+	if rec.Keeper.Socket == "" {
+		s, err := session.Attach(d.sessionConfig(rec), rec.Keeper.Identity(),
+			session.State{Cwd: rec.Cwd, Env: rec.Env, Fifos: fifosOf(rec.Keeper.Fifos)})
+		if err == nil {
+			d.mu.Lock()
+			closing := d.closing
+			if !closing {
 				d.sessions[rec.Name] = s
-				d.store.Update(rec.Name, func(r *store.Session) error { r.State = store.Up; return nil })
-				d.cfg.Log.Info("took over shell", "session", rec.Name, "pid", rec.Keeper.Pid)
-				continue
 			}
-			if errors.Is(err, session.ErrNotOurs) {
-				// Someone else's files stand where the shell's were:
-				// nothing was sent through them, and the shell is left
-				// alone (its record kept) until the next command or a
-				// kill settles it through its identity.
-				d.store.Update(rec.Name, func(r *store.Session) error {
-					r.State, r.Reason = store.Broken, err.Error()
-					return nil
-				})
-				d.cfg.Log.Warn("session broken: refused to take over its shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
-				continue
+			d.mu.Unlock()
+			if closing {
+				s.Detach() // the next daemon takes it over
+				return false
 			}
-			d.cfg.Log.Info("cannot take over shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
+			d.store.Update(rec.Name, func(r *store.Session) error { r.State = store.Up; return nil })
+			d.cfg.Log.Info("took over shell", "session", rec.Name, "pid", rec.Keeper.Pid)
+			d.recoveredOne(name)
+			return false
 		}
-		d.settle(rec.Name, rec.Keeper)
+		if errors.Is(err, session.ErrNotOurs) {
+			// Someone else's files stand where the shell's were:
+			// nothing was sent through them, and the shell is left
+			// alone (its record kept) until the next command or a
+			// kill settles it through its identity.
+			d.store.Update(rec.Name, func(r *store.Session) error {
+				r.State, r.Reason = store.Broken, err.Error()
+				return nil
+			})
+			d.cfg.Log.Warn("session broken: refused to take over its shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
+			d.recoveredOne(name)
+			return false
+		}
+		if !errors.Is(err, contain.ErrGone) && contain.ProcessAlive(rec.Keeper.Pid, rec.Keeper.StartTime) {
+			d.cfg.Log.Warn("cannot take over shell now; it is left alone and tried again", "session", rec.Name,
+				"pid", rec.Keeper.Pid, "err", err)
+			d.stillRecovering(name, err)
+			return true
+		}
+		d.cfg.Log.Info("cannot take over shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
+	}
+	d.settle(rec.Name, rec.Keeper)
+	d.recoveredOne(name)
+	return false
+}
+
+// stillRecovering records why name's recovery is not over.
+func (d *Daemon) stillRecovering(name string, err error) {
+	d.mu.Lock()
+	if r := d.recovering[name]; r != nil {
+		r.reason = "take-over to be retried: " + err.Error()
+	}
+	d.mu.Unlock()
+}
+
+// recoveredOne ends name's recovery: commands waiting for it go on.
+func (d *Daemon) recoveredOne(name string) {
+	d.mu.Lock()
+	r := d.recovering[name]
+	delete(d.recovering, name)
+	d.mu.Unlock()
+	if r != nil {
+		close(r.done)
+	}
+}
+
+// awaitRecovery waits, up to recoverWait, until name is not being
+// recovered; a session still being recovered then is an error that says
+// so.
+func (d *Daemon) awaitRecovery(name string) error {
+	d.mu.Lock()
+	r := d.recovering[name]
+	d.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	select {
+	case <-r.done:
+		return nil
+	case <-time.After(recoverWait):
+	}
+	d.mu.Lock()
+	reason := r.reason
+	d.mu.Unlock()
+	if reason == "" {
+		reason = "its shell's tree is being reaped"
+	}
+	return status.Errorf(codes.FailedPrecondition, "session %s is still being recovered (%s); try again", name, reason)
+}
+
+// stopRecovery cancels what is left of start-up recovery and waits, up to
+// recoverStopBound, for it to end. A reap still under way then (each is
+// bounded by contain.KillBound) is left to finish or be cut off with the
+// process: the record stays, and the next daemon recovers that session.
+func (d *Daemon) stopRecovery() {
+	d.endRecovery()
+	done := make(chan struct{})
+	go func() { d.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(recoverStopBound):
+		d.cfg.Log.Error("start-up recovery still running at stop; the next daemon recovers what is left")
 	}
 }
 
@@ -394,6 +647,9 @@ func (d *Daemon) nameLock(name string) *sync.Mutex {
 // cwd and env) on first use. A session that is down gets its shell on its
 // first command.
 func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session, error) {
+	if err := d.awaitRecovery(name); err != nil {
+		return nil, err
+	}
 	lock := d.nameLock(name)
 	lock.Lock()
 	defer lock.Unlock()
@@ -407,13 +663,20 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 		return s, nil
 	}
 	rec, err := d.store.Get(name)
+	created := false
 	if errors.Is(err, store.ErrNotFound) {
+		// Refused before anything is written: a refused creation leaves
+		// no record behind.
+		if err := checkCreate(start.Cwd, start.Env); err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
 		now := time.Now().UTC()
 		rec = &store.Session{Name: name, Created: now, LastUsed: now, Shell: shellOf(start.Env),
 			Cwd: start.Cwd, Env: start.Env, State: store.Down}
 		if err := d.store.Put(rec); err != nil {
 			return nil, err
 		}
+		created = true
 	} else if err != nil {
 		return nil, err
 	}
@@ -423,15 +686,28 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 		}
 	}
 	if _, err := statedir.Ensure(d.cfg.StateDir, "sessions", name); err != nil {
-		return nil, err
+		return nil, d.unmake(name, created, err)
 	}
 	if s, err = session.New(d.sessionConfig(rec)); err != nil {
-		return nil, err
+		return nil, d.unmake(name, created, err)
 	}
 	d.mu.Lock()
 	d.sessions[name] = s
 	d.mu.Unlock()
 	return s, nil
+}
+
+// unmake undoes the creation of a session that could not be made (its
+// record, just written, and its directory) and returns err: a session is
+// created whole or not at all.
+func (d *Daemon) unmake(name string, created bool, err error) error {
+	if created {
+		if derr := d.store.Delete(name); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+			d.cfg.Log.Warn("cannot remove the record of a session not created", "session", name, "err", derr)
+		}
+		os.RemoveAll(d.holdDir(name))
+	}
+	return err
 }
 
 // shellOf picks the session's shell: the creating client's $SHELL if it is
@@ -606,6 +882,10 @@ func CheckStart(s *pb.ExecStart) error {
 		return errors.New("NUL byte in command")
 	case s.Cwd != "" && !filepath.IsAbs(s.Cwd):
 		return fmt.Errorf("cwd %q is not absolute", s.Cwd)
+	case len(s.Cwd) >= maxPath:
+		return fmt.Errorf("cwd of %d bytes (a path has at most %d)", len(s.Cwd), maxPath-1)
+	case strings.IndexByte(s.Cwd, 0) >= 0:
+		return errors.New("NUL byte in cwd")
 	}
 	for _, kv := range s.Env {
 		if strings.IndexByte(kv, 0) >= 0 || !strings.Contains(kv, "=") {
@@ -630,9 +910,16 @@ func (d *Daemon) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListResponse,
 		si := &pb.SessionInfo{Name: r.Name, State: string(r.State), Shell: r.Shell, Cwd: r.Cwd,
 			CreatedUnix: r.Created.Unix(), LastUsedUnix: r.LastUsed.Unix(), Reason: r.Reason}
 		d.mu.Lock()
-		s := d.sessions[r.Name]
+		s, rcv := d.sessions[r.Name], d.recovering[r.Name]
+		reason := ""
+		if rcv != nil {
+			reason = rcv.reason
+		}
 		d.mu.Unlock()
-		if s != nil {
+		switch {
+		case rcv != nil: // neither up nor down yet: see recoverSession
+			si.State, si.Reason = stateRecovering, reason
+		case s != nil:
 			// One read of the session's state: up with its shell and
 			// that shell's cwd, or down, never half.
 			st := s.State()
@@ -640,7 +927,7 @@ func (d *Daemon) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListResponse,
 			if st.Alive {
 				si.State, si.KeeperPid, si.Cwd = string(store.Up), int32(st.Pid), st.Cwd
 			}
-		} else if r.State == store.Up {
+		case r.State == store.Up:
 			si.State = string(store.Down) // recorded up, but not held: it is not
 		}
 		out.Sessions = append(out.Sessions, si)
@@ -706,6 +993,7 @@ func (d *Daemon) kill(name string) error {
 	if err := d.store.Delete(name); err != nil && !errors.Is(err, store.ErrNotFound) {
 		errs = append(errs, err)
 	}
+	d.recoveredOne(name) // a take-over being retried ends here
 	d.cfg.Log.Info("session killed", "session", name, "err", errors.Join(errs...))
 	return errors.Join(errs...)
 }

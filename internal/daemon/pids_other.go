@@ -1,0 +1,6 @@
+//go:build !linux
+
+package daemon
+
+// limitSessionPids: no pids limits here.
+func (d *Daemon) limitSessionPids() {}
