@@ -494,6 +494,11 @@ func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
 			d.store.Update(rec.Name, func(r *store.Session) error { r.State = store.Up; return nil })
 			d.cfg.Log.Info("took over shell", "session", rec.Name, "pid", rec.Keeper.Pid)
 			d.recoveredOne(name)
+			d.bg.Add(1)
+			go func() {
+				defer d.bg.Done()
+				d.recordTakeover(name, s)
+			}()
 			return false
 		}
 		if errors.Is(err, session.ErrNotOurs) {
@@ -520,6 +525,26 @@ func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
 	d.settle(rec.Name, rec.Keeper)
 	d.recoveredOne(name)
 	return false
+}
+
+// recordTakeover records what a take-over learnt of a shell. A command
+// that was running when the last daemon died goes on in its held shell
+// and may change its cwd and environment with no daemon to record them;
+// the take-over's resync learns them, and a reboot after it must not lose
+// them. Snapshot queues behind the resync (and behind any command a
+// client sent meanwhile, which records its own state).
+func (d *Daemon) recordTakeover(name string, s *session.Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), session.TakeoverBound+5*time.Second)
+	defer cancel()
+	if _, err := s.Snapshot(ctx); err != nil {
+		if !errors.Is(err, session.ErrClosed) {
+			d.cfg.Log.Warn("cannot learn the state of a taken-over shell", "session", name, "err", err)
+		}
+		return
+	}
+	if err := d.recordState(name, s); err != nil {
+		d.cfg.Log.Warn("cannot record the state of a taken-over shell", "session", name, "err", err)
+	}
 }
 
 // stillRecovering records why name's recovery is not over.
