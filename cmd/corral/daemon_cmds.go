@@ -57,7 +57,7 @@ func rpcErr(err error) error {
 		// may have run: the next daemon cancels it).
 		msg = "lost the daemon: " + msg
 	}
-	return &exitError{code: code, msg: msg}
+	return &exitError{code: code, msg: msg, usage: code == exitUsage}
 }
 
 // dial connects to the daemon of dir, starting one if none answers. Whether
@@ -210,6 +210,9 @@ state directory), and the next daemon takes it over.`,
 			if args[0] != "stop" && args[0] != "status" {
 				return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
 			}
+			if dir, err := stateDir(); err == nil && !daemonListening(dir) {
+				return noDaemon(args[0], asJSON, dir, stdout)
+			}
 			conn, c, dir, err := connect(false)
 			if err != nil {
 				return err
@@ -217,6 +220,10 @@ state directory), and the next daemon takes it over.`,
 			defer conn.Close()
 			switch args[0] {
 			case "stop":
+				var pid int64
+				if st, err := c.Status(context.Background(), &pb.StatusRequest{}); err == nil {
+					pid = int64(st.Pid)
+				}
 				if _, err := c.Stop(context.Background(), &pb.StopRequest{}); err != nil {
 					return rpcErr(err)
 				}
@@ -224,6 +231,7 @@ state directory), and the next daemon takes it over.`,
 				pidFile := filepath.Join(dir, "daemon.pid")
 				for i := 0; i < 1000; i++ {
 					if _, err := os.Stat(pidFile); err != nil {
+						fmt.Fprintf(stdout, "stopped the daemon (pid %d); its sessions keep running\n", pid)
 						return nil
 					}
 					time.Sleep(10 * time.Millisecond)
@@ -235,7 +243,7 @@ state directory), and the next daemon takes it over.`,
 					return rpcErr(err)
 				}
 				if asJSON {
-					return json.NewEncoder(stdout).Encode(map[string]any{"pid": st.Pid, "socket": st.Socket,
+					return json.NewEncoder(stdout).Encode(map[string]any{"running": true, "pid": st.Pid, "socket": st.Socket,
 						"state_dir": st.StateDir, "sessions": st.Sessions, "started": time.Unix(st.StartedUnix, 0).UTC(),
 						"isolation": st.Isolation})
 				}
@@ -459,6 +467,17 @@ func killCommand(stdout io.Writer) *cobra.Command {
 			for _, n := range args {
 				if err := store.CheckName(n); err != nil {
 					return usageErr("%v", err)
+				}
+			}
+			if dir, err := stateDir(); err == nil && !daemonListening(dir) {
+				// No daemon. Sessions outlive a stopped daemon, so look
+				// in the records: start one only if there is something
+				// to kill, never just to say that there is not.
+				if missing, ok := unrecorded(dir, args, all); ok && len(missing) == len(args) {
+					if all {
+						return nil
+					}
+					return &exitError{code: 1, msg: "no such session: " + strings.Join(missing, ", ")}
 				}
 			}
 			conn, c, _, err := connect(true)

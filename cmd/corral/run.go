@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,13 +48,13 @@ that 'corral reap' can kill it if corral itself is killed.`,
 	}
 	fl := c.Flags()
 	fl.SetInterspersed(false)
-	fl.DurationVar(&f.timeout, "timeout", 0, "stop the tree after this long (0: never)")
-	fl.DurationVar(&f.grace, "grace", corral.DefaultGrace, "time between SIGTERM and SIGKILL when stopping")
-	fl.DurationVar(&f.drain, "drain", corral.DefaultDrain, "how long to read output held open after the command exits")
+	durationFlag(fl, &f.timeout, "timeout", 0, "stop the tree after this long (0: never)")
+	durationFlag(fl, &f.grace, "grace", corral.DefaultGrace, "time between the first signal and SIGKILL when stopping")
+	durationFlag(fl, &f.drain, "drain", corral.DefaultDrain, "how long to read output held open after the command exits")
 	fl.StringVar(&f.maxOutput, "max-output", "", "kill the tree once stdout+stderr pass this size (e.g. 10MiB)")
 	fl.BoolVar(&f.keepDetached, "keep-detached", false, "let descendants that released stdio outlive the command")
 	fl.StringVar(&f.isolation, "isolation", "auto", "containment: auto, cgroup, pgroup (Linux), job (Windows); default $"+isolationEnv+", else auto")
-	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file")
+	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file ('-': stdout, after the command's output)")
 	fl.BoolVar(&f.noRecord, "no-record", false, "keep no crash record (then 'corral reap' cannot find the tree)")
 	return c
 }
@@ -97,12 +96,11 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	cmd.Foreground = stdin != nil && inForeground(stdin)
 
 	// Open the result file first: a bad path must fail before anything runs.
-	var resultFile *os.File
-	if f.result != "" {
-		var err error
-		if resultFile, err = os.Create(f.result); err != nil {
-			return &exitError{code: exitInternal, msg: fmt.Sprintf("--result: %v", err)}
-		}
+	resultFile, err := openResult(f.result, stdout)
+	if err != nil {
+		return err
+	}
+	if resultFile != nil {
 		defer resultFile.Close()
 	}
 	var store *record.Store
@@ -135,19 +133,21 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	defer signal.Stop(pipes)
 	res, err := cmd.Run(ctx)
 	stopSignals()
+	// A SIGPIPE caught here was corral's own write to a stdout or stderr
+	// whose reader went away: a plain tool stays silent about that.
+	brokenPipe := len(pipes) > 0
 
 	if tracker != nil {
 		if rerr := tracker.Done(res); rerr != nil {
 			fmt.Fprintf(stderr, "corral: %v\n", rerr)
 		}
 	}
-	if resultFile != nil {
-		b, _ := json.Marshal(res)
-		if _, werr := resultFile.Write(append(b, '\n')); werr != nil {
-			fmt.Fprintf(stderr, "corral: --result: %v\n", werr)
-		}
+	writeResult(f.result, resultFile, stdout, stderr, res)
+	shown := *res
+	if brokenPipe {
+		shown.OutputError = ""
 	}
-	return exitFor(res, err, got())
+	return exitFor(&shown, err, got())
 }
 
 // catchSignals turns SIGINT, SIGTERM and SIGHUP into a cancellation of the
@@ -217,7 +217,7 @@ func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
 	case corral.OutcomeOutputLimit:
 		code, msg = exitOutputLimit, "output limit reached; the tree was killed"
 	case corral.OutcomeStdioHeld:
-		code, msg = exitStdioHeld, fmt.Sprintf("processes %v held stdout/stderr past the drain bound; killed", res.StdioHeldBy)
+		code, msg = exitStdioHeld, fmt.Sprintf("%s %s held stdout/stderr past the drain bound; killed", plural(len(res.StdioHeldBy), "process", "processes"), pidList(res.StdioHeldBy))
 	case corral.OutcomeStartFailed:
 		code = exitInternal
 		msg = res.Error

@@ -1,0 +1,193 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// runCLI runs corral with args and returns stdout, stderr and the exit code.
+func runCLI(t *testing.T, mark, state string, args ...string) (string, string, int) {
+	t.Helper()
+	c := cli(t, mark, state, args...)
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	return out.String(), errb.String(), exitCode(err)
+}
+
+func TestRunBareNumbersAreSeconds(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	state := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want int
+		min  time.Duration
+	}{
+		{[]string{"--timeout", "1", "--", "sleep", "30"}, 124, 900 * time.Millisecond},
+		{[]string{"--timeout", "0.3", "--", "sleep", "30"}, 124, 250 * time.Millisecond},
+		{[]string{"--timeout", "1.5", "--grace", "0.2", "--", "sh", "-c", "trap '' TERM; sleep 30"}, 124, 1600 * time.Millisecond},
+		{[]string{"--drain", "1", "--timeout", "2", "--", "true"}, 0, 0},
+	} {
+		t0 := time.Now()
+		_, errs, rc := runCLI(t, mark, state, append([]string{"run", "--no-record"}, tc.args...)...)
+		took := time.Since(t0)
+		if rc != tc.want || took < tc.min || took > tc.min+8*time.Second {
+			t.Errorf("corral run %q: exit %d after %v (%s); want %d after at least %v", tc.args, rc, took, errs, tc.want, tc.min)
+		}
+	}
+	if _, errs, rc := runCLI(t, mark, state, "run", "--timeout", "1x", "--", "true"); rc != 2 || !strings.Contains(errs, "seconds") {
+		t.Errorf("--timeout 1x: exit %d, %q; want a usage error", rc, errs)
+	}
+}
+
+func TestRunResultToStdout(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	out, errs, rc := runCLI(t, mark, state, "run", "--no-record", "--result", "-", "--", "sh", "-c", "echo one; echo two")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if rc != 0 || len(lines) != 3 || lines[0] != "one" || lines[1] != "two" {
+		t.Fatalf("exit %d, stdout %q, stderr %q: want the output, then one JSON line", rc, out, errs)
+	}
+	var r map[string]any
+	if err := json.Unmarshal([]byte(lines[2]), &r); err != nil || r["outcome"] != "exited" {
+		t.Fatalf("last line %q: %v", lines[2], err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "-")); err == nil {
+		t.Fatal("a file named - was written")
+	}
+}
+
+func TestRunResultToDevStdoutKeepsTheOutput(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	outPath := filepath.Join(state, "out.txt")
+	f, err := os.Create(outPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := cli(t, mark, state, "run", "--no-record", "--result", "/dev/stdout", "--", "sh", "-c", "echo first-line; echo second-line")
+	c.Stdout = f
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	if err := c.Run(); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	b, _ := os.ReadFile(outPath)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 3 || lines[0] != "first-line" || lines[1] != "second-line" || !strings.HasPrefix(lines[2], "{") {
+		t.Fatalf("out.txt is %q: want the command's two lines, then the JSON", b)
+	}
+}
+
+// The command's own exit status 2 is not a usage error of corral's.
+func TestRunExitTwoGetsNoUsageHint(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full:", err)
+	}
+	defer full.Close()
+	c := cli(t, mark, state, "run", "--no-record", "--", "sh", "-c", "echo x; exit 2")
+	c.Stdout = full
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	rc := exitCode(c.Run())
+	if rc != 2 || !strings.Contains(errb.String(), "writing output") || strings.Contains(errb.String(), "--help") {
+		t.Fatalf("exit %d, stderr %q: want 2 and the output error without a usage hint", rc, errb.String())
+	}
+	if _, errs, rc := runCLI(t, mark, state, "run", "--bogus"); rc != 2 || !strings.Contains(errs, "--help") {
+		t.Fatalf("a real usage error: exit %d, %q", rc, errs)
+	}
+}
+
+// A reader that goes away is no error of corral's to report: plain tools
+// stay silent on EPIPE.
+func TestRunSilentWhenTheReaderGoesAway(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	c := cli(t, mark, state, "run", "--no-record", "--", "sh", "-c", "echo a; sleep 0.5; echo b; echo c")
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 2)
+	if _, err := out.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	out.Close()
+	rc := exitCode(c.Wait())
+	if errb.Len() != 0 {
+		t.Fatalf("exit %d, stderr %q: want silence", rc, errb.String())
+	}
+}
+
+func TestCLIVersionAndHelp(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	out, errs, rc := runCLI(t, mark, state, "--version")
+	if rc != 0 || !strings.HasPrefix(out, "corral ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("--version: exit %d, %q %q", rc, out, errs)
+	}
+	out, _, rc = runCLI(t, mark, state, "--help")
+	for _, want := range []string{"Examples:", "Exit status:", "124", "CORRAL_STATE_DIR", "CORRAL_ISOLATION", "CORRAL_CGROUP_ROOT", "XDG_STATE_HOME"} {
+		if rc != 0 || !strings.Contains(out, want) {
+			t.Errorf("--help (exit %d) lacks %q", rc, want)
+		}
+	}
+}
+
+func TestCLIWithoutADaemon(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	state := t.TempDir()
+	out, errs, rc := runCLI(t, mark, state, "daemon", "stop")
+	if rc != 0 || !strings.Contains(out, "no daemon was running") {
+		t.Errorf("daemon stop without a daemon: exit %d, %q %q; want 0 and a word", rc, out, errs)
+	}
+	out, _, rc = runCLI(t, mark, state, "daemon", "status", "--json")
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st["running"] != false || rc != 3 {
+		t.Errorf("daemon status --json without a daemon: exit %d, %q (%v); want JSON running:false and 3", rc, out, err)
+	}
+	out, errs, rc = runCLI(t, mark, state, "kill", "nonexist")
+	if rc != 1 || !strings.Contains(errs, "no such session") {
+		t.Errorf("kill nonexist: exit %d, %q %q", rc, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(state, "daemon.pid")); err == nil {
+		t.Fatal("kill nonexist started a daemon")
+	}
+
+	// With a daemon: stop says what it did, status --json says running.
+	e := newDaemonEnvAt(t, t.TempDir())
+	if _, rc := e.exec("s1", "true"); rc != 0 {
+		t.Fatal("exec failed")
+	}
+	out, _, rc = e.run("daemon", "status", "--json")
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st["running"] != true || rc != 0 {
+		t.Errorf("daemon status --json: exit %d, %q", rc, out)
+	}
+	out, errs, rc = e.run("daemon", "stop")
+	if rc != 0 || !strings.Contains(out, "stopped the daemon") {
+		t.Errorf("daemon stop: exit %d, %q %q", rc, out, errs)
+	}
+	// A recorded session with no daemon: kill starts one to kill it.
+	out, errs, rc = e.run("kill", "s1")
+	if rc != 0 || !strings.Contains(out, "killed s1") {
+		t.Errorf("kill of a recorded session with the daemon stopped: exit %d, %q %q", rc, out, errs)
+	}
+}
