@@ -95,6 +95,14 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 	}
 	res.StartedAt = time.Now()
 	tree, err := contain.Start(iso, spec)
+	if err != nil && isENOEXEC(err) {
+		// A file the kernel cannot execute (a script without "#!"): run
+		// it with /bin/sh, as POSIX execvp does and as timeout, env and
+		// xargs therefore do. Nothing ran, so it is safe to start again.
+		spec.Path = "/bin/sh"
+		spec.Argv = append([]string{"sh", path}, spec.Argv[1:]...)
+		tree, err = contain.Start(iso, spec)
+	}
 	outW.Close()
 	errW.Close()
 	stdinDone(tree != nil)

@@ -319,7 +319,7 @@ session from other clients.`,
 	fl := c.Flags()
 	fl.SetInterspersed(false)
 	fl.StringVarP(&f.session, "session", "s", "", "session name ([A-Za-z0-9][A-Za-z0-9._-]{0,63})")
-	fl.DurationVar(&f.timeout, "timeout", 0, "stop the command (and reset the session) after this long")
+	durationFlag(fl, &f.timeout, "timeout", 0, "stop the command (and reset the session) after this long")
 	fl.StringVar(&f.maxOutput, "max-output", "", "stop the command once its output passes this size (e.g. 10MiB)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory: a new session's first, or cd to it before the command")
 	fl.BoolVar(&f.oneshot, "oneshot", false, "run in a fresh contained shell instead of the session")

@@ -191,3 +191,19 @@ func TestCLIWithoutADaemon(t *testing.T) {
 		t.Errorf("kill of a recorded session with the daemon stopped: exit %d, %q %q", rc, out, errs)
 	}
 }
+
+// A script without "#!" runs with /bin/sh, as under timeout, env and xargs.
+func TestRunScriptWithoutShebang(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	script := filepath.Join(state, "noshebang")
+	if err := os.WriteFile(script, []byte("echo \"ran $0 with $# args: $1 $2\"\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, iso := range []string{"pgroup", "auto"} {
+		out, errs, rc := runCLI(t, mark, state, "run", "--no-record", "--isolation", iso, "--", script, "a b", "c")
+		if rc != 3 || out != "ran "+script+" with 2 args: a b c\n" {
+			t.Errorf("--isolation %s: exit %d, stdout %q, stderr %q; want 3 and the script's line", iso, rc, out, errs)
+		}
+	}
+}
