@@ -26,6 +26,7 @@ type runFlags struct {
 	isolationSet          bool // --isolation was given: it overrides $CORRAL_ISOLATION
 	result                string
 	noRecord              bool
+	signal                string
 }
 
 func runCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
@@ -37,7 +38,9 @@ func runCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
 
 Output streams through as it is produced. Every process the command starts
 is stopped when it ends (or is released with --keep-detached), a timeout or
-a signal to corral stops the whole tree (SIGTERM, --grace, then SIGKILL),
+a signal to corral stops the whole tree (that same signal first: SIGINT,
+SIGTERM or SIGHUP; then --grace, then SIGKILL; --signal chooses what a
+--timeout sends first, SIGTERM by default),
 and a record of the tree is kept in the state directory while it runs so
 that 'corral reap' can kill it if corral itself is killed.`,
 		Args: cobra.MinimumNArgs(1),
@@ -55,6 +58,7 @@ that 'corral reap' can kill it if corral itself is killed.`,
 	fl.BoolVar(&f.keepDetached, "keep-detached", false, "let descendants that released stdio outlive the command")
 	fl.StringVar(&f.isolation, "isolation", "auto", "containment: auto, cgroup, pgroup (Linux), job (Windows); default $"+isolationEnv+", else auto")
 	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file ('-': stdout, after the command's output)")
+	fl.StringVar(&f.signal, "signal", "TERM", "the first signal a timeout sends the tree (a name like INT, HUP, or a number); a signal to corral is passed on as itself")
 	fl.BoolVar(&f.noRecord, "no-record", false, "keep no crash record (then 'corral reap' cannot find the tree)")
 	return c
 }
@@ -68,6 +72,13 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 		return usageErr("--grace must not be negative")
 	case f.drain <= 0:
 		return usageErr("--drain must be positive")
+	}
+	if f.signal != "TERM" {
+		sig, err := parseSignal(f.signal)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		cmd.StopSignal = sig
 	}
 	cmd.Timeout, cmd.Drain = f.timeout, f.drain
 	cmd.Grace = f.grace
@@ -172,7 +183,10 @@ func catchSignals(cancel context.CancelCauseFunc) (got func() syscall.Signal, es
 				if first == 0 {
 					first = sig
 					mu.Unlock()
-					cancel(fmt.Errorf("corral received %v", sig))
+					// The tree gets the signal corral got: a SIGINT
+					// reaches Python as KeyboardInterrupt, as from
+					// a terminal.
+					cancel(&corral.StopCause{Signal: sig})
 					continue
 				}
 				mu.Unlock()

@@ -3,13 +3,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral/internal/testproc"
 )
@@ -204,6 +210,110 @@ func TestRunScriptWithoutShebang(t *testing.T) {
 		out, errs, rc := runCLI(t, mark, state, "run", "--no-record", "--isolation", iso, "--", script, "a b", "c")
 		if rc != 3 || out != "ran "+script+" with 2 args: a b c\n" {
 			t.Errorf("--isolation %s: exit %d, stdout %q, stderr %q; want 3 and the script's line", iso, rc, out, errs)
+		}
+	}
+}
+
+// trapScript reports which signal its shell got first, then exits 0.
+const trapScript = `trap 'echo got INT; exit 0' INT; trap 'echo got TERM; exit 0' TERM; trap 'echo got HUP; exit 0' HUP; echo ready; while :; do sleep 0.05; done`
+
+// runUntilReady starts corral with args, waits for the command's "ready"
+// line, calls then, and returns the rest of stdout and the exit code.
+func runUntilReady(t *testing.T, mark, state string, then func(*exec.Cmd), args ...string) (string, int) {
+	t.Helper()
+	c := cli(t, mark, state, args...)
+	var errb bytes.Buffer
+	c.Stderr = &errb
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(out)
+	if line, err := r.ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("first line %q (%v); stderr %q", line, err, errb.String())
+	}
+	then(c)
+	rest, _ := io.ReadAll(r)
+	return string(rest), exitCode(c.Wait())
+}
+
+func TestRunForwardsTheSignalItGot(t *testing.T) {
+	mark := testproc.Guard(t, 90*time.Second)
+	state := t.TempDir()
+	for _, iso := range []string{"pgroup", "auto"} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGTERM} {
+			out, rc := runUntilReady(t, mark, state, func(c *exec.Cmd) { c.Process.Signal(sig) },
+				"run", "--no-record", "--isolation", iso, "--", "sh", "-c", trapScript)
+			want := "got " + strings.TrimPrefix(unix.SignalName(sig), "SIG") + "\n"
+			if out != want || rc != 128+int(sig) {
+				t.Errorf("%s: %v to corral: the command printed %q, exit %d; want %q and %d", iso, sig, out, rc, want, 128+int(sig))
+			}
+		}
+	}
+	// Python's KeyboardInterrupt runs, as under a terminal's Ctrl-C.
+	if _, err := exec.LookPath("python3"); err == nil {
+		py := "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('KeyboardInterrupt handled', flush=True)\n"
+		out, rc := runUntilReady(t, mark, state, func(c *exec.Cmd) { c.Process.Signal(syscall.SIGINT) },
+			"run", "--no-record", "--", "python3", "-c", py)
+		if out != "KeyboardInterrupt handled\n" || rc != 130 {
+			t.Errorf("python: printed %q, exit %d", out, rc)
+		}
+	}
+}
+
+func TestRunTimeoutSignal(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	state := t.TempDir()
+	for _, tc := range []struct{ flag, want string }{
+		{"INT", "got INT\n"}, {"sighup", "got HUP\n"}, {"1", "got HUP\n"}, {"TERM", "got TERM\n"},
+	} {
+		out, rc := runUntilReady(t, mark, state, func(*exec.Cmd) {},
+			"run", "--no-record", "--timeout", "0.3", "--signal", tc.flag, "--", "sh", "-c", trapScript)
+		if out != tc.want || rc != 124 {
+			t.Errorf("--signal %s: printed %q, exit %d; want %q and 124", tc.flag, out, rc, tc.want)
+		}
+	}
+	if _, errs, rc := runCLI(t, mark, state, "run", "--signal", "NOPE", "--", "true"); rc != 2 || !strings.Contains(errs, "NOPE") {
+		t.Errorf("--signal NOPE: exit %d, %q", rc, errs)
+	}
+}
+
+// The result counts what corral stopped whatever the reason: a timeout
+// here, a cancel (a signal to corral), or the root's exit.
+func TestRunCountsWhatItStopped(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	state := t.TempDir()
+	kids := "for i in 1 2 3 4 5; do sleep 30 & done; echo ready; wait"
+	for _, iso := range []string{"pgroup", "auto"} {
+		for _, how := range []string{"timeout", "signal", "exit"} {
+			res := filepath.Join(state, iso+how+".json")
+			args := []string{"run", "--no-record", "--isolation", iso, "--result", res}
+			script := kids
+			then := func(*exec.Cmd) {}
+			switch how {
+			case "timeout":
+				args = append(args, "--timeout", "1")
+			case "signal":
+				then = func(c *exec.Cmd) { c.Process.Signal(syscall.SIGTERM) }
+			case "exit":
+				script = "for i in 1 2 3 4 5; do sleep 30 & done; echo ready; sleep 0.3"
+			}
+			runUntilReady(t, mark, state, then, append(args, "--", "sh", "-c", script)...)
+			var r map[string]any
+			b, _ := os.ReadFile(res)
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatalf("%s %s: %s: %v", iso, how, b, err)
+			}
+			wantAll := 6.0
+			if how == "exit" {
+				wantAll = 5
+			}
+			if r["descendants_killed"] != 5.0 || r["processes_stopped"] != wantAll {
+				t.Errorf("%s %s: descendants_killed %v, processes_stopped %v; want 5 and %v", iso, how, r["descendants_killed"], r["processes_stopped"], wantAll)
+			}
 		}
 	}
 }
