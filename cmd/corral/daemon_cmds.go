@@ -281,6 +281,9 @@ func runDaemon(dir string) error {
 
 type execFlags struct {
 	session   string
+	code      string // -c: shell code
+	codeSet   bool
+	file      string // -f: a file of shell code
 	timeout   time.Duration
 	maxOutput string
 	cwd       string
@@ -290,10 +293,20 @@ type execFlags struct {
 func execCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
 	var f execFlags
 	c := &cobra.Command{
-		Use:   "exec -s NAME [flags] -- COMMAND...",
+		Use:   "exec -s NAME [flags] {-- COMMAND [ARGS...] | -c CODE | -f FILE}",
 		Short: "Run shell code in a named session (created on first use)",
-		Long: `Run the words of COMMAND as shell code in session NAME, held by the daemon
-(started on demand). cd and export persist between calls. A new session
+		Long: `Run a command in session NAME, held by the daemon (started on demand).
+cd and export persist between calls.
+
+What runs:
+  -- 'CODE'            one word is shell code, as with bash -c CODE:
+                       corral exec -s s -- 'cd src && make'
+  -- CMD ARG...        several words are a command and its arguments, each
+                       passed as given (quoted for the shell, never re-split
+                       or globbed): corral exec -s s -- rm "my file"
+  -c, --code CODE      shell code, explicitly
+  -f, --file FILE      the shell code in FILE (up to 1 MiB; no argv limit)
+ A new session
 starts with this client's environment and working directory (or --cwd).
 --timeout resets the session: the next call gets a fresh shell, started in
 the cwd and exported environment of the last completed command (shell
@@ -311,14 +324,17 @@ daemon crash or a reboot may lose it.
 A client that reads none of its command's output for 30s (its output pipe
 full) has the command stopped by the daemon, so that it does not hold the
 session from other clients.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.codeSet = cmd.Flags().Changed("code")
 			return execMain(&f, args, stdin, stdout, stderr)
 		},
 	}
 	fl := c.Flags()
 	fl.SetInterspersed(false)
 	fl.StringVarP(&f.session, "session", "s", "", "session name ([A-Za-z0-9][A-Za-z0-9._-]{0,63})")
+	fl.StringVarP(&f.code, "code", "c", "", "run this shell code (as bash -c CODE)")
+	fl.StringVarP(&f.file, "file", "f", "", "run the shell code in this file")
 	durationFlag(fl, &f.timeout, "timeout", 0, "stop the command (and reset the session) after this long")
 	fl.StringVar(&f.maxOutput, "max-output", "", "stop the command once its output passes this size (e.g. 10MiB)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory: a new session's first, or cd to it before the command")
@@ -338,7 +354,11 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	if f.timeout < 0 {
 		return usageErr("--timeout must not be negative")
 	}
-	start := &pb.ExecStart{Session: f.session, Command: strings.Join(args, " "), TimeoutMs: f.timeout.Milliseconds(),
+	code, err := execCode(f, args)
+	if err != nil {
+		return err
+	}
+	start := &pb.ExecStart{Session: f.session, Command: code, TimeoutMs: f.timeout.Milliseconds(),
 		Oneshot: f.oneshot, Env: os.Environ(), Stdin: stdin != nil}
 	if f.maxOutput != "" {
 		n, err := parseSize(f.maxOutput)

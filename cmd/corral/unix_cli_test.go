@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -315,5 +316,50 @@ func TestRunCountsWhatItStopped(t *testing.T) {
 				t.Errorf("%s %s: descendants_killed %v, processes_stopped %v; want 5 and %v", iso, how, r["descendants_killed"], r["processes_stopped"], wantAll)
 			}
 		}
+	}
+}
+
+func TestExecWordsReachTheCommandAsGiven(t *testing.T) {
+	e := newDaemonEnv(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--", "printf", `[%s]\n`, "a b", "c"}, "[a b]\n[c]\n"},
+		{[]string{"--", "printf", "%s|", "it's", "$HOME", "*", "a;b", "", "`x`"}, "it's|$HOME|*|a;b||`x`|"},
+		{[]string{"--", "echo one && echo two"}, "one\ntwo\n"}, // one word: shell code
+		{[]string{"-c", "echo three; echo four"}, "three\nfour\n"},
+	} {
+		out, errs, rc := e.run(append([]string{"exec", "-s", "w"}, tc.args...)...)
+		if rc != 0 || out != tc.want {
+			t.Errorf("exec %q: exit %d, %q (%s); want %q", tc.args, rc, out, errs, tc.want)
+		}
+	}
+	// rm "my file" removes that file, not "my" and "file".
+	dir := t.TempDir()
+	for _, n := range []string{"my file", "my", "file"} {
+		os.WriteFile(filepath.Join(dir, n), nil, 0o644)
+	}
+	if _, errs, rc := e.run("exec", "-s", "w", "--cwd", dir, "--", "rm", "my file"); rc != 0 {
+		t.Fatalf("rm: %d %s", rc, errs)
+	}
+	for n, want := range map[string]bool{"my file": false, "my": true, "file": true} {
+		if _, err := os.Stat(filepath.Join(dir, n)); (err == nil) != want {
+			t.Errorf("after rm \"my file\": %q exists %v, want %v", n, err == nil, want)
+		}
+	}
+	// Code longer than one argument may be (128 KiB) comes from a file.
+	var b strings.Builder
+	for i := 0; i < 20000; i++ {
+		fmt.Fprintf(&b, "x%d=%d\n", i, i) // about 250 KiB
+	}
+	b.WriteString("echo \"$x19999\"\n")
+	script := filepath.Join(dir, "long.sh")
+	os.WriteFile(script, []byte(b.String()), 0o644)
+	if out, errs, rc := e.run("exec", "-s", "w", "-f", script); rc != 0 || out != "19999\n" {
+		t.Errorf("exec -f (%d bytes): exit %d, %q %s", b.Len(), rc, out, errs)
+	}
+	if _, errs, rc := e.run("exec", "-s", "w", "-c", "true", "--", "true"); rc != 2 || !strings.Contains(errs, "one of") {
+		t.Errorf("-c with words: exit %d, %q", rc, errs)
 	}
 }
