@@ -53,12 +53,12 @@ func execCode(f *execFlags, words []string) (string, error) {
 }
 
 // shellQuote quotes w for any POSIX shell: as it is if it holds only
-// characters no shell treats specially, else in single quotes (a single
-// quote inside written as '\'').
+// characters no shell treats specially, else in single quotes, each single
+// quote inside closing the quotes, escaped with a backslash, and reopening
+// them.
 func shellQuote(w string) string {
 	if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./,:@%+") == "" {
 		return w
 	}
 	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }
-
