@@ -75,6 +75,12 @@ type Options struct {
 	// that ctx (or Timeout) stopped when closed: its tree is killed at
 	// once, as corral.Cmd.Escalate.
 	Escalate <-chan struct{}
+	// Grace, if not 0, replaces the session's grace period for this
+	// command when a timeout or cancel stops it (negative: SIGKILL at
+	// once). StopSignal, if set, is the first signal sent then instead of
+	// SIGTERM (Unix).
+	Grace      time.Duration
+	StopSignal os.Signal
 
 	snapshot bool // internal: report the environment, count no command
 }

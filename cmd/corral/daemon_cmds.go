@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
@@ -285,6 +286,10 @@ type execFlags struct {
 	codeSet   bool
 	file      string // -f: a file of shell code
 	timeout   time.Duration
+	grace     time.Duration
+	graceSet  bool
+	signal    string
+	result    string
 	maxOutput string
 	cwd       string
 	oneshot   bool
@@ -327,6 +332,7 @@ session from other clients.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.codeSet = cmd.Flags().Changed("code")
+			f.graceSet = cmd.Flags().Changed("grace")
 			return execMain(&f, args, stdin, stdout, stderr)
 		},
 	}
@@ -336,6 +342,9 @@ session from other clients.`,
 	fl.StringVarP(&f.code, "code", "c", "", "run this shell code (as bash -c CODE)")
 	fl.StringVarP(&f.file, "file", "f", "", "run the shell code in this file")
 	durationFlag(fl, &f.timeout, "timeout", 0, "stop the command (and reset the session) after this long")
+	durationFlag(fl, &f.grace, "grace", corral.DefaultGrace, "time between the first signal and SIGKILL when stopping (default: the session's)")
+	fl.StringVar(&f.signal, "signal", "TERM", "the first signal a timeout sends the command's tree (a name like INT, HUP, or a number)")
+	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file ('-': stdout, after the command's output)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "stop the command once its output passes this size (e.g. 10MiB)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory: a new session's first, or cd to it before the command")
 	fl.BoolVar(&f.oneshot, "oneshot", false, "run in a fresh contained shell instead of the session")
@@ -353,6 +362,17 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	}
 	if f.timeout < 0 {
 		return usageErr("--timeout must not be negative")
+	}
+	if f.grace < 0 {
+		return usageErr("--grace must not be negative")
+	}
+	var stopSig syscall.Signal
+	if f.signal != "TERM" {
+		sig, err := parseSignal(f.signal)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		stopSig = sig
 	}
 	code, err := execCode(f, args)
 	if err != nil {
@@ -380,6 +400,13 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		start.Cwd = abs
 		start.Command = "cd -- '" + strings.ReplaceAll(abs, "'", `'\''`) + "' && {\n" + start.Command + "\n}"
 	}
+	resultFile, err := openResult(f.result, stdout)
+	if err != nil {
+		return err
+	}
+	if resultFile != nil {
+		defer resultFile.Close()
+	}
 	conn, dc, _, err := connect(true)
 	if err != nil {
 		return err
@@ -404,12 +431,19 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	defer stopSignals()
 	opts := client.ExecOptions{Stdout: stdout, Stderr: stderr, Timeout: time.Duration(start.TimeoutMs) * time.Millisecond,
 		MaxOutput: start.MaxOutput, Oneshot: start.Oneshot, Dir: start.Cwd, Env: start.Env,
-		Interrupt: interrupt, Kill: kill}
+		Interrupt: interrupt, Kill: kill, StopSignal: stopSig}
+	if f.graceSet {
+		opts.Grace = f.grace
+		if f.grace == 0 {
+			opts.Grace = -1 // --grace 0: kill at once
+		}
+	}
 	if stdin != nil {
 		opts.Stdin = stdin
 	}
 	res, err := client.FromConn(conn).Exec(context.Background(), start.Session, start.Command, opts)
 	if res != nil {
+		writeResult(f.result, resultFile, stdout, stderr, res)
 		exit := exitFor(res, nil, got())
 		if !errors.Is(err, client.ErrStateNotSaved) {
 			return exit

@@ -363,3 +363,33 @@ func TestExecWordsReachTheCommandAsGiven(t *testing.T) {
 		t.Errorf("-c with words: exit %d, %q", rc, errs)
 	}
 }
+
+func TestExecGraceSignalAndResult(t *testing.T) {
+	e := newDaemonEnv(t)
+	// A 1 s timeout on a command that ignores TERM took 1 s + the
+	// session's 5 s grace; --grace 0.3 makes it 1.3 s.
+	t0 := time.Now()
+	_, errs, rc := e.run("exec", "-s", "g", "--timeout", "1", "--grace", "0.3", "--", "trap '' TERM; sleep 30")
+	if took := time.Since(t0); rc != 124 || took > 4*time.Second {
+		t.Errorf("--grace 0.3: exit %d after %v (%s); want 124 well before the default grace", rc, took, errs)
+	}
+	// --signal is the first signal of a timeout, in a session and in a
+	// oneshot.
+	inner := "sh -c " + shellQuote(trapScript)
+	for _, args := range [][]string{{"-s", "g"}, {"--oneshot"}} {
+		out, errs, rc := e.run(append(append([]string{"exec"}, args...), "--timeout", "0.5", "--signal", "INT", "--", inner)...)
+		if rc != 124 || out != "ready\ngot INT\n" {
+			t.Errorf("exec %q --signal INT: exit %d, %q (%s); want 124 and the INT trap", args, rc, out, errs)
+		}
+	}
+	// --result - writes the JSON after the output, with the tree's counts.
+	out, errs, rc := e.run("exec", "-s", "g", "--timeout", "0.5", "--result", "-", "--", "sleep 30 & sleep 30 & echo ready; wait")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	var r map[string]any
+	if rc != 124 || len(lines) != 2 || lines[0] != "ready" || json.Unmarshal([]byte(lines[1]), &r) != nil || r["outcome"] != "timeout" {
+		t.Fatalf("exec --result -: exit %d, %q (%s)", rc, out, errs)
+	}
+	if n, _ := r["processes_stopped"].(float64); n < 3 {
+		t.Errorf("processes_stopped %v: want at least the shell and two sleeps", r["processes_stopped"])
+	}
+}
