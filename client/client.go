@@ -85,6 +85,17 @@ type ExecOptions struct {
 	// first signal a timeout or Interrupt sends instead of SIGTERM.
 	Grace      time.Duration
 	StopSignal syscall.Signal
+	// InterruptSignal, if set, is called once Interrupt is closed: the
+	// signal the daemon sends the tree first (a front-end forwards the
+	// SIGINT or SIGHUP it received); 0 means SIGTERM.
+	InterruptSignal func() syscall.Signal
+}
+
+func (o *ExecOptions) interruptSignal() syscall.Signal {
+	if o.InterruptSignal == nil {
+		return 0
+	}
+	return o.InterruptSignal()
 }
 
 // ErrStateNotSaved means a command ran but its session's state after it
@@ -169,7 +180,11 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*c
 				case <-interrupt:
 					interrupt = nil
 					stopped.Store(true)
-					send(&pb.ExecRequest{Msg: &pb.ExecRequest_Cancel{Cancel: true}})
+					if sig := o.interruptSignal(); sig != 0 && sig != syscall.SIGTERM {
+						send(&pb.ExecRequest{Msg: &pb.ExecRequest_CancelSignal{CancelSignal: int32(sig)}})
+					} else {
+						send(&pb.ExecRequest{Msg: &pb.ExecRequest_Cancel{Cancel: true}})
+					}
 				case <-kill:
 					kill = nil
 					stopped.Store(true)

@@ -433,6 +433,12 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		if s, ok := opts.StopSignal.(syscall.Signal); ok {
 			sig = s
 		}
+		var sc *corral.StopCause
+		if stopped == corral.OutcomeCancelled && errors.As(context.Cause(ctx), &sc) {
+			if s, ok := sc.Signal.(syscall.Signal); ok {
+				sig = s // the signal the client received
+			}
+		}
 		if stopped == corral.OutcomeOutputLimit {
 			grace = -1
 		}

@@ -162,6 +162,7 @@ type ExecRequest struct {
 	//	*ExecRequest_StdinEof
 	//	*ExecRequest_Cancel
 	//	*ExecRequest_Kill
+	//	*ExecRequest_CancelSignal
 	Msg           isExecRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -249,6 +250,15 @@ func (x *ExecRequest) GetKill() bool {
 	return false
 }
 
+func (x *ExecRequest) GetCancelSignal() int32 {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecRequest_CancelSignal); ok {
+			return x.CancelSignal
+		}
+	}
+	return 0
+}
+
 type isExecRequest_Msg interface {
 	isExecRequest_Msg()
 }
@@ -279,6 +289,13 @@ type ExecRequest_Kill struct {
 	Kill bool `protobuf:"varint,21,opt,name=kill,proto3,oneof"`
 }
 
+type ExecRequest_CancelSignal struct {
+	// cancel_signal is cancel whose first signal is this one (a Unix
+	// signal number) instead of SIGTERM: the client forwards the signal
+	// it received (SIGINT from Ctrl-C, SIGHUP).
+	CancelSignal int32 `protobuf:"varint,40,opt,name=cancel_signal,json=cancelSignal,proto3,oneof"`
+}
+
 func (*ExecRequest_Start) isExecRequest_Msg() {}
 
 func (*ExecRequest_Stdin) isExecRequest_Msg() {}
@@ -288,6 +305,8 @@ func (*ExecRequest_StdinEof) isExecRequest_Msg() {}
 func (*ExecRequest_Cancel) isExecRequest_Msg() {}
 
 func (*ExecRequest_Kill) isExecRequest_Msg() {}
+
+func (*ExecRequest_CancelSignal) isExecRequest_Msg() {}
 
 // Result is a command's classified result (as corral.Result).
 type Result struct {
@@ -1078,13 +1097,14 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\x05stdin\x18\b \x01(\bR\x05stdin\x12\x19\n" +
 	"\bgrace_ms\x18( \x01(\x03R\agraceMs\x12\x1f\n" +
 	"\vstop_signal\x18) \x01(\x05R\n" +
-	"stopSignal\"\xa9\x01\n" +
+	"stopSignal\"\xd0\x01\n" +
 	"\vExecRequest\x12,\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.corral.v1.ExecStartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12\x1d\n" +
 	"\tstdin_eof\x18\x03 \x01(\bH\x00R\bstdinEof\x12\x18\n" +
 	"\x06cancel\x18\x14 \x01(\bH\x00R\x06cancel\x12\x14\n" +
-	"\x04kill\x18\x15 \x01(\bH\x00R\x04killB\x05\n" +
+	"\x04kill\x18\x15 \x01(\bH\x00R\x04kill\x12%\n" +
+	"\rcancel_signal\x18( \x01(\x05H\x00R\fcancelSignalB\x05\n" +
 	"\x03msg\"\xda\x04\n" +
 	"\x06Result\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1b\n" +
@@ -1210,6 +1230,7 @@ func file_corralv1_corral_proto_init() {
 		(*ExecRequest_StdinEof)(nil),
 		(*ExecRequest_Cancel)(nil),
 		(*ExecRequest_Kill)(nil),
+		(*ExecRequest_CancelSignal)(nil),
 	}
 	file_corralv1_corral_proto_msgTypes[3].OneofWrappers = []any{
 		(*ExecResponse_Stdout)(nil),

@@ -317,9 +317,11 @@ starts with this client's environment and working directory (or --cwd).
 the cwd and exported environment of the last completed command (shell
 variables, functions and background jobs are gone).
 
-Ctrl-C (or SIGTERM, SIGHUP) stops the command as --timeout does (SIGTERM to
-its tree, a grace period, then SIGKILL) and waits until the tree is gone; a
-second Ctrl-C kills it at once. The exit status is then 128+signal.
+Ctrl-C (or SIGTERM, SIGHUP) stops the command as --timeout does, but with
+the signal corral received first (SIGINT reaches the command as SIGINT), then
+the grace period (--grace, else the session's), then SIGKILL, and waits until
+the tree is gone; a second Ctrl-C kills it at once. The exit status is then
+128+signal. --signal chooses what --timeout sends first (SIGTERM by default).
 
 The session's state after the command is recorded before the result is
 reported. If it cannot be recorded (a full disk), corral exec says so and
@@ -423,7 +425,7 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		}
 	}
 	// As corral run: the first SIGINT, SIGTERM or SIGHUP stops the command
-	// (SIGTERM, the session's grace, SIGKILL) and this client waits for
+	// (that signal first, the grace, SIGKILL) and this client waits for
 	// its tree to be gone and prints the result; a second SIGINT kills it
 	// at once.
 	interrupt := make(chan struct{})
@@ -431,7 +433,7 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	defer stopSignals()
 	opts := client.ExecOptions{Stdout: stdout, Stderr: stderr, Timeout: time.Duration(start.TimeoutMs) * time.Millisecond,
 		MaxOutput: start.MaxOutput, Oneshot: start.Oneshot, Dir: start.Cwd, Env: start.Env,
-		Interrupt: interrupt, Kill: kill, StopSignal: stopSig}
+		Interrupt: interrupt, Kill: kill, StopSignal: stopSig, InterruptSignal: got}
 	if f.graceSet {
 		opts.Grace = f.grace
 		if f.grace == 0 {

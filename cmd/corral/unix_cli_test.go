@@ -393,3 +393,20 @@ func TestExecGraceSignalAndResult(t *testing.T) {
 		t.Errorf("processes_stopped %v: want at least the shell and two sleeps", r["processes_stopped"])
 	}
 }
+
+// A SIGINT to corral exec reaches the command as SIGINT, in a session and
+// in a oneshot.
+func TestExecForwardsTheSignalItGot(t *testing.T) {
+	e := newDaemonEnv(t)
+	inner := "sh -c " + shellQuote(trapScript)
+	for _, args := range [][]string{{"-s", "f"}, {"--oneshot"}} {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGHUP} {
+			out, rc := runUntilReady(t, e.mark, e.state, func(c *exec.Cmd) { c.Process.Signal(sig) },
+				append(append([]string{"exec"}, args...), "--", inner)...)
+			want := "got " + strings.TrimPrefix(unix.SignalName(sig), "SIG") + "\n"
+			if out != want || rc != 128+int(sig) {
+				t.Errorf("exec %q, %v to corral: printed %q, exit %d; want %q and %d", args, sig, out, rc, want, 128+int(sig))
+			}
+		}
+	}
+}

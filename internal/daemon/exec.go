@@ -239,6 +239,8 @@ func (x *execStream) receive() {
 			return
 		case *pb.ExecRequest_Cancel:
 			x.cancel(errClientCancelled)
+		case *pb.ExecRequest_CancelSignal:
+			x.cancel(fmt.Errorf("%w: %w", errClientCancelled, &corral.StopCause{Signal: syscall.Signal(msg.CancelSignal)}))
 		case *pb.ExecRequest_Kill:
 			x.cancel(errClientKilled)
 			x.escOnce.Do(func() { close(x.escalate) })
