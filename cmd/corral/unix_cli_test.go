@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -408,5 +409,24 @@ func TestExecForwardsTheSignalItGot(t *testing.T) {
 				t.Errorf("exec %q, %v to corral: printed %q, exit %d; want %q and %d", args, sig, out, rc, want, 128+int(sig))
 			}
 		}
+	}
+}
+
+// Messages read as sentences: no Go values ([1 2], <nil>).
+func TestMessagesPrintNoGoValues(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	_, errs, rc := runCLI(t, mark, state, "run", "--no-record", "--keep-detached", "--drain", "200ms", "--", "sh", "-c", "sleep 10 & sleep 10 & echo x")
+	if rc != 123 || !regexp.MustCompile(`^corral: processes \d+ and \d+ held stdout/stderr`).MatchString(errs) {
+		t.Errorf("exit %d, stderr %q: want the pids written as words", rc, errs)
+	}
+	e := newDaemonEnv(t)
+	e.exec("m", "true")
+	if _, errs, rc := e.run("kill", "m"); rc != 0 {
+		t.Fatalf("kill: %d %s", rc, errs)
+	}
+	b, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+	if bytes.Contains(b, []byte("<nil>")) || !bytes.Contains(b, []byte("session killed")) {
+		t.Errorf("daemon.log: %s", b)
 	}
 }

@@ -75,3 +75,15 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// pidColumn writes pids for a table column: "3291,3293", "-" for none.
+func pidColumn(pids []int) string {
+	if len(pids) == 0 {
+		return "-"
+	}
+	s := make([]string, len(pids))
+	for i, p := range pids {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}

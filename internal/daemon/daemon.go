@@ -706,7 +706,11 @@ func (d *Daemon) kill(name string) error {
 	if err := d.store.Delete(name); err != nil && !errors.Is(err, store.ErrNotFound) {
 		errs = append(errs, err)
 	}
-	d.cfg.Log.Info("session killed", "session", name, "err", errors.Join(errs...))
+	if err := errors.Join(errs...); err != nil {
+		d.cfg.Log.Info("session killed", "session", name, "err", err)
+	} else {
+		d.cfg.Log.Info("session killed", "session", name)
+	}
 	return errors.Join(errs...)
 }
 
