@@ -341,6 +341,7 @@ session from other clients.`,
 	fl := c.Flags()
 	fl.SetInterspersed(false)
 	fl.StringVarP(&f.session, "session", "s", "", "session name ([A-Za-z0-9][A-Za-z0-9._-]{0,63})")
+	c.RegisterFlagCompletionFunc("session", completeSessions)
 	fl.StringVarP(&f.code, "code", "c", "", "run this shell code (as bash -c CODE)")
 	fl.StringVarP(&f.file, "file", "f", "", "run the shell code in this file")
 	durationFlag(fl, &f.timeout, "timeout", 0, "stop the command (and reset the session) after this long")
@@ -514,8 +515,9 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 func killCommand(stdout io.Writer) *cobra.Command {
 	var all bool
 	c := &cobra.Command{
-		Use:   "kill NAME... | --all",
-		Short: "End sessions (their whole trees) and delete their records",
+		Use:               "kill NAME... | --all",
+		Short:             "End sessions (their whole trees) and delete their records",
+		ValidArgsFunction: completeSessions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return usageErr("kill: name sessions, or --all")

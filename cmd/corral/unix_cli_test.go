@@ -430,3 +430,33 @@ func TestMessagesPrintNoGoValues(t *testing.T) {
 		t.Errorf("daemon.log: %s", b)
 	}
 }
+
+// Completion offers the session names, and never starts a daemon.
+func TestCompletionOffersSessionNames(t *testing.T) {
+	e := newDaemonEnv(t)
+	out, errs, rc := e.run("__complete", "kill", "")
+	if rc != 0 || strings.Contains(out, "alpha") {
+		t.Fatalf("no daemon: exit %d, %q %q", rc, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(e.state, "daemon.pid")); err == nil {
+		t.Fatal("completion started a daemon")
+	}
+	e.exec("alpha", "true")
+	e.exec("beta", "true")
+	for _, tc := range []struct {
+		args      []string
+		wantAlpha bool
+	}{{[]string{"kill", ""}, true}, {[]string{"exec", "-s", ""}, true}, {[]string{"kill", "alpha", ""}, false}} {
+		args := tc.args
+		out, errs, rc := e.run(append([]string{"__complete"}, args...)...)
+		names := map[string]bool{}
+		for _, l := range strings.Split(out, "\n") {
+			if l != "" && !strings.HasPrefix(l, ":") {
+				names[l] = true
+			}
+		}
+		if rc != 0 || !names["beta"] || names["alpha"] != tc.wantAlpha {
+			t.Errorf("__complete %q: exit %d, %q %q", args, rc, out, errs)
+		}
+	}
+}
