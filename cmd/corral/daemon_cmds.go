@@ -311,8 +311,8 @@ What runs:
                        or globbed): corral exec -s s -- rm "my file"
   -c, --code CODE      shell code, explicitly
   -f, --file FILE      the shell code in FILE (up to 1 MiB; no argv limit)
- A new session
-starts with this client's environment and working directory (or --cwd).
+
+A new session starts with this client's environment and working directory (or --cwd).
 --timeout resets the session: the next call gets a fresh shell, started in
 the cwd and exported environment of the last completed command (shell
 variables, functions and background jobs are gone).

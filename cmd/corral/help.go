@@ -13,8 +13,9 @@ calls (corral exec), held by a daemon that starts on demand.
 Exit status:
   the command's own    it ran and exited (128+N if killed by signal N
                        that corral did not send)
-  1                    no such session (kill, exec of a missing session)
+  1                    no such session (kill)
   2                    usage: a bad flag or argument, nothing ran
+  3                    daemon status: no daemon is running
   122                  --max-output passed; the tree was killed
   123                  a kept descendant held stdout/stderr past --drain
   124                  --timeout passed; the tree was stopped
