@@ -255,6 +255,16 @@ func TestRunForwardsTheSignalItGot(t *testing.T) {
 			}
 		}
 	}
+	// Background jobs of a non-interactive shell ignore SIGINT: once the
+	// root has exited, what is left gets SIGTERM, not the whole grace.
+	for _, iso := range []string{"pgroup", "auto"} {
+		var t0 time.Time
+		_, rc := runUntilReady(t, mark, state, func(c *exec.Cmd) { t0 = time.Now(); c.Process.Signal(syscall.SIGINT) },
+			"run", "--no-record", "--isolation", iso, "--grace", "30", "--", "sh", "-c", "sleep 60 & echo ready; wait")
+		if took := time.Since(t0); rc != 130 || took > 5*time.Second {
+			t.Errorf("%s: SIGINT to a shell with a background job: exit %d after %v; want 130 long before the 30 s grace", iso, rc, took)
+		}
+	}
 	// Python's KeyboardInterrupt runs, as under a terminal's Ctrl-C.
 	if _, err := exec.LookPath("python3"); err == nil {
 		py := "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(30)\nexcept KeyboardInterrupt:\n    print('KeyboardInterrupt handled', flush=True)\n"

@@ -235,7 +235,21 @@ func StopWith(tree Tree, sig syscall.Signal, grace, killBound time.Duration, esc
 	}
 	terminate := tree.Terminate
 	if st, ok := tree.(signalTerminator); ok && sig != 0 && sig != syscall.SIGTERM {
-		terminate = func() error { return st.terminateWith(sig) }
+		// sig goes to every process (once each) while the root runs.
+		// Once the root has exited (it handled the signal: a Python
+		// KeyboardInterrupt, a shell's trap), what is left gets SIGTERM,
+		// as descendants left after any exit do: background jobs of a
+		// non-interactive shell ignore SIGINT and would otherwise live
+		// out the grace.
+		sent := map[int]bool{}
+		terminate = func() error {
+			select {
+			case <-tree.Exited():
+				return tree.Terminate()
+			default:
+				return st.terminateWith(sig, sent)
+			}
+		}
 	}
 	note()
 	if grace >= 0 {
@@ -253,9 +267,11 @@ func StopWith(tree Tree, sig syscall.Signal, grace, killBound time.Duration, esc
 }
 
 // signalTerminator is a tree that can send its first stop signal as
-// another signal than SIGTERM, to every member not sent one before.
+// another signal than SIGTERM: to every member whose pid is not in sent,
+// adding it there. It leaves what Terminate has sent alone, so that a
+// later Terminate reaches every process.
 type signalTerminator interface {
-	terminateWith(sig syscall.Signal) error
+	terminateWith(sig syscall.Signal, sent map[int]bool) error
 }
 
 // waitTerminated waits up to d for the tree to empty, in short slices,

@@ -4,11 +4,12 @@ package contain
 
 import "golang.org/x/sys/unix"
 
-// terminateWith is Terminate sending sig: the group, once.
-func (t *bsdTree) terminateWith(sig unix.Signal) error {
-	if t.termed {
+// terminateWith is Terminate sending sig: the group, once (sent records
+// the group leader).
+func (t *bsdTree) terminateWith(sig unix.Signal, sent map[int]bool) error {
+	if sent[t.ident.Pgid] {
 		return nil
 	}
-	t.termed = true
+	sent[t.ident.Pgid] = true
 	return t.signal(sig)
 }
