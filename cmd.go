@@ -2,6 +2,7 @@ package corral
 
 import (
 	"io"
+	"os"
 	"time"
 
 	"github.com/corral-dev/corral/internal/contain"
@@ -92,9 +93,16 @@ type Cmd struct {
 	// Timeout bounds the run; 0 means none (the context may still have a
 	// deadline).
 	Timeout time.Duration
-	// Grace is the time between SIGTERM and SIGKILL when the tree is
-	// stopped; 0 means DefaultGrace, negative means SIGKILL at once.
+	// Grace is the time between the first signal (StopSignal) and SIGKILL
+	// when the tree is stopped; 0 means DefaultGrace, negative means
+	// SIGKILL at once.
 	Grace time.Duration
+	// StopSignal is the first signal sent to every process of the tree
+	// when it is stopped (a timeout, a cancel), as timeout -s chooses it;
+	// nil means SIGTERM. A cancel whose cause is a *StopCause sends the
+	// cause's signal instead. Unix; elsewhere the tree is terminated as
+	// its backend can.
+	StopSignal os.Signal
 	// Drain bounds how long stdout and stderr are read after the root has
 	// exited (and, with the default policy, its descendants have been
 	// stopped); 0 means DefaultDrain.
@@ -127,3 +135,12 @@ type Cmd struct {
 func Command(name string, args ...string) *Cmd {
 	return &Cmd{Path: name, Args: append([]string{name}, args...)}
 }
+
+// StopCause, given as the cause when cancelling Run's context
+// (context.WithCancelCause), names the signal that stops the tree: a
+// front-end that received SIGINT cancels with &StopCause{syscall.SIGINT}
+// so that the tree gets SIGINT first, as it would from a terminal, then
+// Grace, then SIGKILL.
+type StopCause struct{ Signal os.Signal }
+
+func (c *StopCause) Error() string { return "received " + c.Signal.String() }

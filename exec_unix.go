@@ -17,6 +17,10 @@ func isNoExec(err error) bool {
 	return errors.Is(err, syscall.ENOEXEC) || errors.Is(err, syscall.EACCES)
 }
 
+// isENOEXEC reports whether exec failed because the file has no format
+// the kernel knows (then execvp runs it with /bin/sh).
+func isENOEXEC(err error) bool { return errors.Is(err, syscall.ENOEXEC) }
+
 // growPipe asks for a larger pipe buffer (Linux; best effort): a command
 // that writes fast then blocks less often, and the relay reads more per
 // wake-up.

@@ -26,3 +26,6 @@ func isNoExec(err error) bool {
 }
 
 func growPipe(f *os.File) {}
+
+// isENOEXEC is false: Windows has no /bin/sh to fall back to.
+func isENOEXEC(err error) bool { return false }

@@ -51,9 +51,14 @@ type Result struct {
 	StdoutBytes int64
 	StderrBytes int64
 
-	// DescendantsKilled counts processes still running when the root exited
-	// that corral stopped (the default policy).
+	// DescendantsKilled counts the processes other than the root that
+	// corral stopped: those still running when the root exited (the
+	// default policy), or found in the tree when a timeout, a cancel or
+	// the output limit stopped it.
 	DescendantsKilled int
+	// ProcessesStopped counts every process corral stopped, the root
+	// included when it was stopped too, whatever the reason.
+	ProcessesStopped int
 	// Detached lists the pids released under KeepDetached.
 	Detached []int
 	// StdioHeldBy lists the pids that held stdio past the drain bound.
@@ -100,6 +105,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		StdoutBytes       int64      `json:"stdout_bytes"`
 		StderrBytes       int64      `json:"stderr_bytes"`
 		DescendantsKilled int        `json:"descendants_killed"`
+		ProcessesStopped  int        `json:"processes_stopped"`
 		Detached          []int      `json:"detached"`
 		StdioHeldBy       []int      `json:"stdio_held_by"`
 		DrainCutOff       bool       `json:"drain_cut_off"`
@@ -109,7 +115,7 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 	}{
 		r.Outcome, r.ExitCode, r.Signal, r.Pid, r.Pgid, r.Cgroup, r.Isolation,
 		started, ended, ms(r.Duration), first, r.StdoutBytes, r.StderrBytes,
-		r.DescendantsKilled, nonNil(r.Detached), nonNil(r.StdioHeldBy),
+		r.DescendantsKilled, r.ProcessesStopped, nonNil(r.Detached), nonNil(r.StdioHeldBy),
 		r.DrainCutOff, r.KillFailed, r.OutputError, r.Error,
 	})
 }

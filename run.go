@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/corral-dev/corral/internal/contain"
@@ -95,6 +96,14 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 	}
 	res.StartedAt = time.Now()
 	tree, err := contain.Start(iso, spec)
+	if err != nil && isENOEXEC(err) {
+		// A file the kernel cannot execute (a script without "#!"): run
+		// it with /bin/sh, as POSIX execvp does and as timeout, env and
+		// xargs therefore do. Nothing ran, so it is safe to start again.
+		spec.Path = "/bin/sh"
+		spec.Argv = append([]string{"sh", path}, spec.Argv[1:]...)
+		tree, err = contain.Start(iso, spec)
+	}
 	outW.Close()
 	errW.Close()
 	stdinDone(tree != nil)
@@ -123,10 +132,13 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 		if stopped == OutcomeOutputLimit {
 			grace = -1 // a flood gains nothing from a grace period
 		}
-		if err := stopTree(tree, grace, c.Escalate); err != nil {
+		pids, err := stopTreeWith(tree, c.stopSignal(ctx, stopped), grace, c.Escalate)
+		if err != nil {
 			res.KillFailed = true
 			lifecycle = append(lifecycle, err)
 		}
+		res.ProcessesStopped = len(pids)
+		res.DescendantsKilled = len(without(pids, []int{ident.Pid}))
 		<-tree.Exited()
 	} else if err := c.settleDescendants(ctx, tree, rl, res); err != nil {
 		res.KillFailed = true
@@ -212,6 +224,7 @@ func (c *Cmd) settleDescendants(ctx context.Context, tree contain.Tree, rl *rela
 	}
 	if c.Descendants == KillDescendants {
 		res.DescendantsKilled = len(members)
+		res.ProcessesStopped = len(members)
 		esc, stop := escalation(ctx, rl, c.Escalate)
 		defer stop()
 		return stopTree(tree, c.grace(), esc)
@@ -281,6 +294,7 @@ func (c *Cmd) drainOutput(tree contain.Tree, rl *relay, res *Result, recheck boo
 		}
 		if ms, err := tree.Members(); err == nil && len(ms) > 0 {
 			res.DescendantsKilled += len(ms)
+			res.ProcessesStopped += len(ms)
 			stopTree(tree, -1, nil)
 		}
 	}
@@ -318,6 +332,32 @@ func stopTree(tree contain.Tree, grace time.Duration, escalate <-chan struct{}) 
 		return fmt.Errorf("%w: %w", ErrKillFailed, err)
 	}
 	return nil
+}
+
+// stopTreeWith is stopTree with sig as the first signal; it returns the
+// processes it stopped.
+func stopTreeWith(tree contain.Tree, sig syscall.Signal, grace time.Duration, escalate <-chan struct{}) ([]int, error) {
+	pids, err := contain.StopWith(tree, sig, grace, killBound, escalate)
+	if err != nil {
+		return pids, fmt.Errorf("%w: %w", ErrKillFailed, err)
+	}
+	return pids, nil
+}
+
+// stopSignal is the first signal for a tree stopped for why: the signal
+// of a *StopCause the context was cancelled with, else StopSignal, else
+// SIGTERM (0).
+func (c *Cmd) stopSignal(ctx context.Context, why Outcome) syscall.Signal {
+	var sc *StopCause
+	if why == OutcomeCancelled && errors.As(context.Cause(ctx), &sc) {
+		if s, ok := sc.Signal.(syscall.Signal); ok {
+			return s
+		}
+	}
+	if s, ok := c.StopSignal.(syscall.Signal); ok {
+		return s
+	}
+	return 0
 }
 
 func (c *Cmd) grace() time.Duration {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -79,6 +80,22 @@ type ExecOptions struct {
 	// an Interrupt's grace). Cancelling ctx instead abandons the call: the
 	// daemon stops the command, and Exec returns without waiting for it.
 	Interrupt, Kill <-chan struct{}
+	// Grace, if not 0, replaces the session's grace period for this
+	// command (negative: SIGKILL at once); StopSignal, if not 0, is the
+	// first signal a timeout or Interrupt sends instead of SIGTERM.
+	Grace      time.Duration
+	StopSignal syscall.Signal
+	// InterruptSignal, if set, is called once Interrupt is closed: the
+	// signal the daemon sends the tree first (a front-end forwards the
+	// SIGINT or SIGHUP it received); 0 means SIGTERM.
+	InterruptSignal func() syscall.Signal
+}
+
+func (o *ExecOptions) interruptSignal() syscall.Signal {
+	if o.InterruptSignal == nil {
+		return 0
+	}
+	return o.InterruptSignal()
 }
 
 // ErrStateNotSaved means a command ran but its session's state after it
@@ -114,7 +131,11 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*c
 		return nil, err
 	}
 	start := &pb.ExecStart{Session: name, Command: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput,
-		Oneshot: o.Oneshot, Cwd: o.Dir, Env: o.Env, Stdin: o.Stdin != nil}
+		Oneshot: o.Oneshot, Cwd: o.Dir, Env: o.Env, Stdin: o.Stdin != nil,
+		GraceMs: o.Grace.Milliseconds(), StopSignal: int32(o.StopSignal)}
+	if o.Grace < 0 {
+		start.GraceMs = -1
+	}
 	if err := st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: start}}); err != nil {
 		return nil, err
 	}
@@ -159,7 +180,11 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*c
 				case <-interrupt:
 					interrupt = nil
 					stopped.Store(true)
-					send(&pb.ExecRequest{Msg: &pb.ExecRequest_Cancel{Cancel: true}})
+					if sig := o.interruptSignal(); sig != 0 && sig != syscall.SIGTERM {
+						send(&pb.ExecRequest{Msg: &pb.ExecRequest_CancelSignal{CancelSignal: int32(sig)}})
+					} else {
+						send(&pb.ExecRequest{Msg: &pb.ExecRequest_Cancel{Cancel: true}})
+					}
 				case <-kill:
 					kill = nil
 					stopped.Store(true)
@@ -240,7 +265,9 @@ func ResultFromProto(r *pb.Result) *corral.Result {
 	res := &corral.Result{Outcome: corral.Outcome(r.Outcome), ExitCode: int(r.ExitCode), Signal: int(r.Signal),
 		Duration: time.Duration(r.DurationUs) * time.Microsecond, FirstOutput: -1,
 		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, Error: r.Error,
-		KillFailed: r.KillFailed, DrainCutOff: r.DrainCutOff}
+		KillFailed: r.KillFailed, DrainCutOff: r.DrainCutOff,
+		Pid: int(r.Pid), Pgid: int(r.Pid), Isolation: r.Isolation, Cgroup: r.Cgroup,
+		DescendantsKilled: int(r.DescendantsKilled), ProcessesStopped: int(r.ProcessesStopped)}
 	if r.FirstOutputUs >= 0 {
 		res.FirstOutput = time.Duration(r.FirstOutputUs) * time.Microsecond
 	}

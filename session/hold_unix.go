@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -319,7 +318,3 @@ func shortage(err error) bool {
 // platform (Linux: a shell is re-found through its start time and a
 // pidfd; elsewhere it cannot be verified, so it is never taken over).
 func CanAttach() bool { return contain.CanAdopt() }
-
-// TakeoverBound is how long Attach lets a taken-over shell finish what it
-// was running before it cancels that command.
-const TakeoverBound = time.Second

@@ -21,5 +21,9 @@ func RunOnce(ctx context.Context, cfg Config, code string, opts Options) (*corra
 	c.Stdin, c.Stdout, c.Stderr = opts.Stdin, opts.Stdout, opts.Stderr
 	c.Timeout, c.MaxOutput = opts.Timeout, opts.MaxOutput
 	c.Escalate = opts.Escalate
+	if opts.Grace != 0 {
+		c.Grace = opts.Grace
+	}
+	c.StopSignal = opts.StopSignal
 	return c.Run(ctx)
 }

@@ -62,6 +62,10 @@ type Config struct {
 	OnHeld func(corral.Identity, Fifos) error
 }
 
+// TakeoverBound is how long Attach lets a taken-over shell finish what it
+// was running before it cancels that command.
+const TakeoverBound = time.Second
+
 // Options are the settings of one command.
 type Options struct {
 	// Stdin is the command's input; nil means end of file at once.
@@ -77,6 +81,12 @@ type Options struct {
 	// that ctx (or Timeout) stopped when closed: its tree is killed at
 	// once, as corral.Cmd.Escalate.
 	Escalate <-chan struct{}
+	// Grace, if not 0, replaces the session's grace period for this
+	// command when a timeout or cancel stops it (negative: SIGKILL at
+	// once). StopSignal, if set, is the first signal sent then instead of
+	// SIGTERM (Unix).
+	Grace      time.Duration
+	StopSignal os.Signal
 
 	snapshot bool // internal: report the environment, count no command
 }

@@ -580,11 +580,30 @@ wait:
 		lifecycle = sh.stop(sh.cfg.Grace)
 		res.Outcome, res.ExitCode = corral.OutcomeExited, -1
 	case stopped != "":
-		grace := sh.cfg.Grace
+		grace, sig := sh.cfg.Grace, syscall.Signal(0)
+		if opts.Grace != 0 {
+			grace = opts.Grace
+		}
+		if s, ok := opts.StopSignal.(syscall.Signal); ok {
+			sig = s
+		}
+		var sc *corral.StopCause
+		if stopped == corral.OutcomeCancelled && errors.As(context.Cause(ctx), &sc) {
+			if s, ok := sc.Signal.(syscall.Signal); ok {
+				sig = s // the signal the client received
+			}
+		}
 		if stopped == corral.OutcomeOutputLimit {
 			grace = -1
 		}
-		lifecycle = sh.stopEscalating(grace, opts.Escalate)
+		var pids []int
+		lifecycle = sh.stopWith(sig, grace, opts.Escalate, &pids)
+		res.ProcessesStopped = len(pids)
+		for _, p := range pids {
+			if p != sh.tree.Identity().Pid {
+				res.DescendantsKilled++
+			}
+		}
 		res.Outcome = stopped
 		if st := sh.tree.Status(); st.Signal != 0 {
 			res.Signal = st.Signal
@@ -720,10 +739,20 @@ func (sh *shell) stop(grace time.Duration) error { return sh.stopEscalating(grac
 
 // stopEscalating is stop whose grace ends early when escalate is closed.
 func (sh *shell) stopEscalating(grace time.Duration, escalate <-chan struct{}) error {
+	return sh.stopWith(0, grace, escalate, nil)
+}
+
+// stopWith is stopEscalating sending sig first (0: SIGTERM); if stopped is
+// not nil, the first call sets it to the processes it stopped.
+func (sh *shell) stopWith(sig syscall.Signal, grace time.Duration, escalate <-chan struct{}, stopped *[]int) error {
 	sh.stopOnce.Do(func() {
 		sh.dead.Store(true)
 		var errs []error
-		if err := contain.Stop(sh.tree, grace, contain.KillBound, escalate); err != nil {
+		pids, err := contain.StopWith(sh.tree, sig, grace, contain.KillBound, escalate)
+		if stopped != nil {
+			*stopped = pids
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: %w", errKillFailed, err))
 		}
 		sh.ctl.Close()

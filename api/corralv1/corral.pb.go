@@ -41,7 +41,13 @@ type ExecStart struct {
 	Cwd string   `protobuf:"bytes,6,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	Env []string `protobuf:"bytes,7,rep,name=env,proto3" json:"env,omitempty"`
 	// stdin says whether stdin messages follow (else the command reads EOF).
-	Stdin         bool `protobuf:"varint,8,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Stdin bool `protobuf:"varint,8,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	// grace_ms, if not 0, replaces the session's grace period for this
+	// command when a timeout or cancel stops it (negative: SIGKILL at once).
+	GraceMs int64 `protobuf:"varint,40,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	// stop_signal, if not 0, is the first signal a timeout or cancel sends
+	// the command's tree instead of SIGTERM (a Unix signal number).
+	StopSignal    int32 `protobuf:"varint,41,opt,name=stop_signal,json=stopSignal,proto3" json:"stop_signal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,6 +138,20 @@ func (x *ExecStart) GetStdin() bool {
 	return false
 }
 
+func (x *ExecStart) GetGraceMs() int64 {
+	if x != nil {
+		return x.GraceMs
+	}
+	return 0
+}
+
+func (x *ExecStart) GetStopSignal() int32 {
+	if x != nil {
+		return x.StopSignal
+	}
+	return 0
+}
+
 // ExecRequest is one message from the client: the start, then stdin.
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -142,6 +162,7 @@ type ExecRequest struct {
 	//	*ExecRequest_StdinEof
 	//	*ExecRequest_Cancel
 	//	*ExecRequest_Kill
+	//	*ExecRequest_CancelSignal
 	Msg           isExecRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -229,6 +250,15 @@ func (x *ExecRequest) GetKill() bool {
 	return false
 }
 
+func (x *ExecRequest) GetCancelSignal() int32 {
+	if x != nil {
+		if x, ok := x.Msg.(*ExecRequest_CancelSignal); ok {
+			return x.CancelSignal
+		}
+	}
+	return 0
+}
+
 type isExecRequest_Msg interface {
 	isExecRequest_Msg()
 }
@@ -259,6 +289,13 @@ type ExecRequest_Kill struct {
 	Kill bool `protobuf:"varint,21,opt,name=kill,proto3,oneof"`
 }
 
+type ExecRequest_CancelSignal struct {
+	// cancel_signal is cancel whose first signal is this one (a Unix
+	// signal number) instead of SIGTERM: the client forwards the signal
+	// it received (SIGINT from Ctrl-C, SIGHUP).
+	CancelSignal int32 `protobuf:"varint,40,opt,name=cancel_signal,json=cancelSignal,proto3,oneof"`
+}
+
 func (*ExecRequest_Start) isExecRequest_Msg() {}
 
 func (*ExecRequest_Stdin) isExecRequest_Msg() {}
@@ -268,6 +305,8 @@ func (*ExecRequest_StdinEof) isExecRequest_Msg() {}
 func (*ExecRequest_Cancel) isExecRequest_Msg() {}
 
 func (*ExecRequest_Kill) isExecRequest_Msg() {}
+
+func (*ExecRequest_CancelSignal) isExecRequest_Msg() {}
 
 // Result is a command's classified result (as corral.Result).
 type Result struct {
@@ -289,8 +328,16 @@ type Result struct {
 	// has it, a reboot or a daemon crash may lose it. state_error says why.
 	StateNotSaved bool   `protobuf:"varint,20,opt,name=state_not_saved,json=stateNotSaved,proto3" json:"state_not_saved,omitempty"`
 	StateError    string `protobuf:"bytes,21,opt,name=state_error,json=stateError,proto3" json:"state_error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The tree's identity (as corral.Result), zero if nothing started.
+	Pid       int32  `protobuf:"varint,40,opt,name=pid,proto3" json:"pid,omitempty"`
+	Isolation string `protobuf:"bytes,41,opt,name=isolation,proto3" json:"isolation,omitempty"`
+	Cgroup    string `protobuf:"bytes,42,opt,name=cgroup,proto3" json:"cgroup,omitempty"`
+	// descendants_killed and processes_stopped count what corral stopped
+	// (as corral.Result).
+	DescendantsKilled int32 `protobuf:"varint,43,opt,name=descendants_killed,json=descendantsKilled,proto3" json:"descendants_killed,omitempty"`
+	ProcessesStopped  int32 `protobuf:"varint,44,opt,name=processes_stopped,json=processesStopped,proto3" json:"processes_stopped,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Result) Reset() {
@@ -412,6 +459,41 @@ func (x *Result) GetStateError() string {
 		return x.StateError
 	}
 	return ""
+}
+
+func (x *Result) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *Result) GetIsolation() string {
+	if x != nil {
+		return x.Isolation
+	}
+	return ""
+}
+
+func (x *Result) GetCgroup() string {
+	if x != nil {
+		return x.Cgroup
+	}
+	return ""
+}
+
+func (x *Result) GetDescendantsKilled() int32 {
+	if x != nil {
+		return x.DescendantsKilled
+	}
+	return 0
+}
+
+func (x *Result) GetProcessesStopped() int32 {
+	if x != nil {
+		return x.ProcessesStopped
+	}
+	return 0
 }
 
 // ExecResponse is one message to the client: output as it is produced,
@@ -1001,7 +1083,7 @@ var File_corralv1_corral_proto protoreflect.FileDescriptor
 
 const file_corralv1_corral_proto_rawDesc = "" +
 	"\n" +
-	"\x15corralv1/corral.proto\x12\tcorral.v1\"\xd1\x01\n" +
+	"\x15corralv1/corral.proto\x12\tcorral.v1\"\x8d\x02\n" +
 	"\tExecStart\x12\x18\n" +
 	"\asession\x18\x01 \x01(\tR\asession\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12\x1d\n" +
@@ -1012,14 +1094,18 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\aoneshot\x18\x05 \x01(\bR\aoneshot\x12\x10\n" +
 	"\x03cwd\x18\x06 \x01(\tR\x03cwd\x12\x10\n" +
 	"\x03env\x18\a \x03(\tR\x03env\x12\x14\n" +
-	"\x05stdin\x18\b \x01(\bR\x05stdin\"\xa9\x01\n" +
+	"\x05stdin\x18\b \x01(\bR\x05stdin\x12\x19\n" +
+	"\bgrace_ms\x18( \x01(\x03R\agraceMs\x12\x1f\n" +
+	"\vstop_signal\x18) \x01(\x05R\n" +
+	"stopSignal\"\xd0\x01\n" +
 	"\vExecRequest\x12,\n" +
 	"\x05start\x18\x01 \x01(\v2\x14.corral.v1.ExecStartH\x00R\x05start\x12\x16\n" +
 	"\x05stdin\x18\x02 \x01(\fH\x00R\x05stdin\x12\x1d\n" +
 	"\tstdin_eof\x18\x03 \x01(\bH\x00R\bstdinEof\x12\x18\n" +
 	"\x06cancel\x18\x14 \x01(\bH\x00R\x06cancel\x12\x14\n" +
-	"\x04kill\x18\x15 \x01(\bH\x00R\x04killB\x05\n" +
-	"\x03msg\"\xb6\x03\n" +
+	"\x04kill\x18\x15 \x01(\bH\x00R\x04kill\x12%\n" +
+	"\rcancel_signal\x18( \x01(\x05H\x00R\fcancelSignalB\x05\n" +
+	"\x03msg\"\xda\x04\n" +
 	"\x06Result\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x16\n" +
@@ -1037,7 +1123,12 @@ const file_corralv1_corral_proto_rawDesc = "" +
 	"\rdrain_cut_off\x18\v \x01(\bR\vdrainCutOff\x12&\n" +
 	"\x0fstate_not_saved\x18\x14 \x01(\bR\rstateNotSaved\x12\x1f\n" +
 	"\vstate_error\x18\x15 \x01(\tR\n" +
-	"stateError\"v\n" +
+	"stateError\x12\x10\n" +
+	"\x03pid\x18( \x01(\x05R\x03pid\x12\x1c\n" +
+	"\tisolation\x18) \x01(\tR\tisolation\x12\x16\n" +
+	"\x06cgroup\x18* \x01(\tR\x06cgroup\x12-\n" +
+	"\x12descendants_killed\x18+ \x01(\x05R\x11descendantsKilled\x12+\n" +
+	"\x11processes_stopped\x18, \x01(\x05R\x10processesStopped\"v\n" +
 	"\fExecResponse\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12+\n" +
@@ -1139,6 +1230,7 @@ func file_corralv1_corral_proto_init() {
 		(*ExecRequest_StdinEof)(nil),
 		(*ExecRequest_Cancel)(nil),
 		(*ExecRequest_Kill)(nil),
+		(*ExecRequest_CancelSignal)(nil),
 	}
 	file_corralv1_corral_proto_msgTypes[3].OneofWrappers = []any{
 		(*ExecResponse_Stdout)(nil),

@@ -204,8 +204,8 @@ func TestRunSignalsStopTheTree(t *testing.T) {
 				}
 			}
 			// A second SIGINT skips the grace period of a tree that
-			// ignores SIGTERM.
-			c := cli(t, mark, state, "run", "--isolation", iso, "--grace", "60s", "--", "sh", "-c", "trap '' TERM; echo up; sleep 60")
+			// ignores the first (forwarded as SIGINT).
+			c := cli(t, mark, state, "run", "--isolation", iso, "--grace", "60s", "--", "sh", "-c", "trap '' INT TERM; echo up; sleep 60")
 			out, _ := c.StdoutPipe()
 			c.Start()
 			out.Read(make([]byte, 8))

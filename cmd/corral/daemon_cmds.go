@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/corral-dev/corral"
 	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
@@ -57,7 +58,7 @@ func rpcErr(err error) error {
 		// may have run: the next daemon cancels it).
 		msg = "lost the daemon: " + msg
 	}
-	return &exitError{code: code, msg: msg}
+	return &exitError{code: code, msg: msg, usage: code == exitUsage}
 }
 
 // dial connects to the daemon of dir, starting one if none answers. Whether
@@ -210,6 +211,9 @@ state directory), and the next daemon takes it over.`,
 			if args[0] != "stop" && args[0] != "status" {
 				return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
 			}
+			if dir, err := stateDir(); err == nil && !daemonListening(dir) {
+				return noDaemon(args[0], asJSON, dir, stdout)
+			}
 			conn, c, dir, err := connect(false)
 			if err != nil {
 				return err
@@ -217,6 +221,10 @@ state directory), and the next daemon takes it over.`,
 			defer conn.Close()
 			switch args[0] {
 			case "stop":
+				var pid int64
+				if st, err := c.Status(context.Background(), &pb.StatusRequest{}); err == nil {
+					pid = int64(st.Pid)
+				}
 				if _, err := c.Stop(context.Background(), &pb.StopRequest{}); err != nil {
 					return rpcErr(err)
 				}
@@ -224,6 +232,7 @@ state directory), and the next daemon takes it over.`,
 				pidFile := filepath.Join(dir, "daemon.pid")
 				for i := 0; i < 1000; i++ {
 					if _, err := os.Stat(pidFile); err != nil {
+						fmt.Fprintf(stdout, "stopped the daemon (pid %d); its sessions keep running\n", pid)
 						return nil
 					}
 					time.Sleep(10 * time.Millisecond)
@@ -235,7 +244,7 @@ state directory), and the next daemon takes it over.`,
 					return rpcErr(err)
 				}
 				if asJSON {
-					return json.NewEncoder(stdout).Encode(map[string]any{"pid": st.Pid, "socket": st.Socket,
+					return json.NewEncoder(stdout).Encode(map[string]any{"running": true, "pid": st.Pid, "socket": st.Socket,
 						"state_dir": st.StateDir, "sessions": st.Sessions, "started": time.Unix(st.StartedUnix, 0).UTC(),
 						"isolation": st.Isolation})
 				}
@@ -276,7 +285,14 @@ func runDaemon(dir string) error {
 
 type execFlags struct {
 	session   string
+	code      string // -c: shell code
+	codeSet   bool
+	file      string // -f: a file of shell code
 	timeout   time.Duration
+	grace     time.Duration
+	graceSet  bool
+	signal    string
+	result    string
 	maxOutput string
 	cwd       string
 	oneshot   bool
@@ -285,18 +301,30 @@ type execFlags struct {
 func execCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
 	var f execFlags
 	c := &cobra.Command{
-		Use:   "exec -s NAME [flags] -- COMMAND...",
+		Use:   "exec -s NAME [flags] {-- COMMAND [ARGS...] | -c CODE | -f FILE}",
 		Short: "Run shell code in a named session (created on first use)",
-		Long: `Run the words of COMMAND as shell code in session NAME, held by the daemon
-(started on demand). cd and export persist between calls. A new session
-starts with this client's environment and working directory (or --cwd).
+		Long: `Run a command in session NAME, held by the daemon (started on demand).
+cd and export persist between calls.
+
+What runs:
+  -- 'CODE'            one word is shell code, as with bash -c CODE:
+                       corral exec -s s -- 'cd src && make'
+  -- CMD ARG...        several words are a command and its arguments, each
+                       passed as given (quoted for the shell, never re-split
+                       or globbed): corral exec -s s -- rm "my file"
+  -c, --code CODE      shell code, explicitly
+  -f, --file FILE      the shell code in FILE (up to 1 MiB; no argv limit)
+
+A new session starts with this client's environment and working directory (or --cwd).
 --timeout resets the session: the next call gets a fresh shell, started in
 the cwd and exported environment of the last completed command (shell
 variables, functions and background jobs are gone).
 
-Ctrl-C (or SIGTERM, SIGHUP) stops the command as --timeout does (SIGTERM to
-its tree, a grace period, then SIGKILL) and waits until the tree is gone; a
-second Ctrl-C kills it at once. The exit status is then 128+signal.
+Ctrl-C (or SIGTERM, SIGHUP) stops the command as --timeout does, but with
+the signal corral received first (SIGINT reaches the command as SIGINT), then
+the grace period (--grace, else the session's), then SIGKILL, and waits until
+the tree is gone; a second Ctrl-C kills it at once. The exit status is then
+128+signal. --signal chooses what --timeout sends first (SIGTERM by default).
 
 The session's state after the command is recorded before the result is
 reported. If it cannot be recorded (a full disk), corral exec says so and
@@ -306,15 +334,23 @@ daemon crash or a reboot may lose it.
 A client that reads none of its command's output for 30s (its output pipe
 full) has the command stopped by the daemon, so that it does not hold the
 session from other clients.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.codeSet = cmd.Flags().Changed("code")
+			f.graceSet = cmd.Flags().Changed("grace")
 			return execMain(&f, args, stdin, stdout, stderr)
 		},
 	}
 	fl := c.Flags()
 	fl.SetInterspersed(false)
 	fl.StringVarP(&f.session, "session", "s", "", "session name ([A-Za-z0-9][A-Za-z0-9._-]{0,63})")
-	fl.DurationVar(&f.timeout, "timeout", 0, "stop the command (and reset the session) after this long")
+	c.RegisterFlagCompletionFunc("session", completeSessions)
+	fl.StringVarP(&f.code, "code", "c", "", "run this shell code (as bash -c CODE)")
+	fl.StringVarP(&f.file, "file", "f", "", "run the shell code in this file")
+	durationFlag(fl, &f.timeout, "timeout", 0, "stop the command (and reset the session) after this long")
+	durationFlag(fl, &f.grace, "grace", corral.DefaultGrace, "time between the first signal and SIGKILL when stopping (default: the session's)")
+	fl.StringVar(&f.signal, "signal", "TERM", "the first signal a timeout sends the command's tree (a name like INT, HUP, or a number)")
+	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file ('-': stdout, after the command's output)")
 	fl.StringVar(&f.maxOutput, "max-output", "", "stop the command once its output passes this size (e.g. 10MiB)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory: a new session's first, or cd to it before the command")
 	fl.BoolVar(&f.oneshot, "oneshot", false, "run in a fresh contained shell instead of the session")
@@ -333,7 +369,22 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	if f.timeout < 0 {
 		return usageErr("--timeout must not be negative")
 	}
-	start := &pb.ExecStart{Session: f.session, Command: strings.Join(args, " "), TimeoutMs: f.timeout.Milliseconds(),
+	if f.grace < 0 {
+		return usageErr("--grace must not be negative")
+	}
+	var stopSig syscall.Signal
+	if f.signal != "TERM" {
+		sig, err := parseSignal(f.signal)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		stopSig = sig
+	}
+	code, err := execCode(f, args)
+	if err != nil {
+		return err
+	}
+	start := &pb.ExecStart{Session: f.session, Command: code, TimeoutMs: f.timeout.Milliseconds(),
 		Oneshot: f.oneshot, Env: os.Environ(), Stdin: stdin != nil}
 	if f.maxOutput != "" {
 		n, err := parseSize(f.maxOutput)
@@ -355,6 +406,13 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		start.Cwd = abs
 		start.Command = "cd -- '" + strings.ReplaceAll(abs, "'", `'\''`) + "' && {\n" + start.Command + "\n}"
 	}
+	resultFile, err := openResult(f.result, stdout)
+	if err != nil {
+		return err
+	}
+	if resultFile != nil {
+		defer resultFile.Close()
+	}
 	conn, dc, _, err := connect(true)
 	if err != nil {
 		return err
@@ -371,7 +429,7 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		}
 	}
 	// As corral run: the first SIGINT, SIGTERM or SIGHUP stops the command
-	// (SIGTERM, the session's grace, SIGKILL) and this client waits for
+	// (that signal first, the grace, SIGKILL) and this client waits for
 	// its tree to be gone and prints the result; a second SIGINT kills it
 	// at once.
 	interrupt := make(chan struct{})
@@ -379,12 +437,19 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	defer stopSignals()
 	opts := client.ExecOptions{Stdout: stdout, Stderr: stderr, Timeout: time.Duration(start.TimeoutMs) * time.Millisecond,
 		MaxOutput: start.MaxOutput, Oneshot: start.Oneshot, Dir: start.Cwd, Env: start.Env,
-		Interrupt: interrupt, Kill: kill}
+		Interrupt: interrupt, Kill: kill, StopSignal: stopSig, InterruptSignal: got}
+	if f.graceSet {
+		opts.Grace = f.grace
+		if f.grace == 0 {
+			opts.Grace = -1 // --grace 0: kill at once
+		}
+	}
 	if stdin != nil {
 		opts.Stdin = stdin
 	}
 	res, err := client.FromConn(conn).Exec(context.Background(), start.Session, start.Command, opts)
 	if res != nil {
+		writeResult(f.result, resultFile, stdout, stderr, res)
 		exit := exitFor(res, nil, got())
 		if !errors.Is(err, client.ErrStateNotSaved) {
 			return exit
@@ -453,8 +518,9 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 func killCommand(stdout io.Writer) *cobra.Command {
 	var all bool
 	c := &cobra.Command{
-		Use:   "kill NAME... | --all",
-		Short: "End sessions (their whole trees) and delete their records",
+		Use:               "kill NAME... | --all",
+		Short:             "End sessions (their whole trees) and delete their records",
+		ValidArgsFunction: completeSessions,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all == (len(args) > 0) {
 				return usageErr("kill: name sessions, or --all")
@@ -462,6 +528,17 @@ func killCommand(stdout io.Writer) *cobra.Command {
 			for _, n := range args {
 				if err := store.CheckName(n); err != nil {
 					return usageErr("%v", err)
+				}
+			}
+			if dir, err := stateDir(); err == nil && !daemonListening(dir) {
+				// No daemon. Sessions outlive a stopped daemon, so look
+				// in the records: start one only if there is something
+				// to kill, never just to say that there is not.
+				if missing, ok := unrecorded(dir, args, all); ok && len(missing) == len(args) {
+					if all {
+						return nil
+					}
+					return &exitError{code: 1, msg: "no such session: " + strings.Join(missing, ", ")}
 				}
 			}
 			conn, c, _, err := connect(true)

@@ -241,13 +241,15 @@ func startExecClient(t *testing.T, e *daemonEnv, oneshot bool, code, pidFile str
 
 // TestExecInterruptWaitsForTheTree: Ctrl-C on corral exec stops the command
 // as corral run does: the client exits only once the command's whole tree
-// is gone (a TERM-ignoring command lives out the grace), with 130; a second
+// is gone (a command ignoring the forwarded SIGINT lives out the grace), with 130; a second
 // Ctrl-C kills at once. The same holds for a oneshot.
 func TestExecInterruptWaitsForTheTree(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("s", "true")
 	code := func(pidFile string) string {
-		return `sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; sleep 30; :'`
+		// It ignores the signal corral exec forwards (SIGINT) and
+		// SIGTERM, so that only SIGKILL after the grace ends it.
+		return `sh -c 'trap "" INT TERM; echo $$ > ` + pidFile + `; sleep 30; :'`
 	}
 	t.Run("one", func(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "pid")

@@ -33,12 +33,15 @@ const (
 type exitError struct {
 	code int
 	msg  string
+	// usage marks corral's own usage errors: only they get the hint
+	// naming --help (a command's own exit status 2 does not).
+	usage bool
 }
 
 func (e *exitError) Error() string { return e.msg }
 
 func usageErr(format string, a ...any) error {
-	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, a...)}
+	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, a...), usage: true}
 }
 
 func main() {
@@ -53,9 +56,13 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:           "corral",
 		Short:         "Run commands as contained process trees",
+		Long:          rootLong,
+		Example:       rootExamples,
+		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("corral {{.Version}}\n")
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
@@ -71,11 +78,11 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	if !errors.As(err, &ee) {
 		// cobra's own errors (unknown command, wrong argument count) are
 		// usage errors.
-		ee = &exitError{code: exitUsage, msg: err.Error()}
+		ee = &exitError{code: exitUsage, msg: err.Error(), usage: true}
 	}
 	switch {
 	case ee.msg == "":
-	case ee.code == exitUsage:
+	case ee.usage:
 		// One line, naming the help of the command that was misused.
 		fmt.Fprintf(stderr, "corral: %s (see '%s --help')\n", ee.msg, cmd.CommandPath())
 	default:

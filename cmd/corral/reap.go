@@ -52,8 +52,8 @@ and running reap twice is harmless.`,
 				w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(w, "ACTION\tID\tISOLATION\tPIDS\tCOMMAND\tERROR")
 				for _, r := range out {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%s\t%s\n", r.Action, r.Record.ID, r.Record.Isolation,
-						r.Pids, strings.Join(r.Record.Argv, " "), r.Error)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Action, r.Record.ID, r.Record.Isolation,
+						pidColumn(r.Pids), strings.Join(r.Record.Argv, " "), r.Error)
 				}
 				w.Flush()
 				for _, e := range errs {

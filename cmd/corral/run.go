@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +26,7 @@ type runFlags struct {
 	isolationSet          bool // --isolation was given: it overrides $CORRAL_ISOLATION
 	result                string
 	noRecord              bool
+	signal                string
 }
 
 func runCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
@@ -38,7 +38,9 @@ func runCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
 
 Output streams through as it is produced. Every process the command starts
 is stopped when it ends (or is released with --keep-detached), a timeout or
-a signal to corral stops the whole tree (SIGTERM, --grace, then SIGKILL),
+a signal to corral stops the whole tree (that same signal first: SIGINT,
+SIGTERM or SIGHUP; then --grace, then SIGKILL; --signal chooses what a
+--timeout sends first, SIGTERM by default),
 and a record of the tree is kept in the state directory while it runs so
 that 'corral reap' can kill it if corral itself is killed.`,
 		Args: cobra.MinimumNArgs(1),
@@ -49,13 +51,14 @@ that 'corral reap' can kill it if corral itself is killed.`,
 	}
 	fl := c.Flags()
 	fl.SetInterspersed(false)
-	fl.DurationVar(&f.timeout, "timeout", 0, "stop the tree after this long (0: never)")
-	fl.DurationVar(&f.grace, "grace", corral.DefaultGrace, "time between SIGTERM and SIGKILL when stopping")
-	fl.DurationVar(&f.drain, "drain", corral.DefaultDrain, "how long to read output held open after the command exits")
+	durationFlag(fl, &f.timeout, "timeout", 0, "stop the tree after this long (0: never)")
+	durationFlag(fl, &f.grace, "grace", corral.DefaultGrace, "time between the first signal and SIGKILL when stopping")
+	durationFlag(fl, &f.drain, "drain", corral.DefaultDrain, "how long to read output held open after the command exits")
 	fl.StringVar(&f.maxOutput, "max-output", "", "kill the tree once stdout+stderr pass this size (e.g. 10MiB)")
 	fl.BoolVar(&f.keepDetached, "keep-detached", false, "let descendants that released stdio outlive the command")
 	fl.StringVar(&f.isolation, "isolation", "auto", "containment: auto, cgroup, pgroup (Linux), job (Windows); default $"+isolationEnv+", else auto")
-	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file")
+	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file ('-': stdout, after the command's output)")
+	fl.StringVar(&f.signal, "signal", "TERM", "the first signal a timeout sends the tree (a name like INT, HUP, or a number); a signal to corral is passed on as itself")
 	fl.BoolVar(&f.noRecord, "no-record", false, "keep no crash record (then 'corral reap' cannot find the tree)")
 	return c
 }
@@ -69,6 +72,13 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 		return usageErr("--grace must not be negative")
 	case f.drain <= 0:
 		return usageErr("--drain must be positive")
+	}
+	if f.signal != "TERM" {
+		sig, err := parseSignal(f.signal)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		cmd.StopSignal = sig
 	}
 	cmd.Timeout, cmd.Drain = f.timeout, f.drain
 	cmd.Grace = f.grace
@@ -97,12 +107,11 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	cmd.Foreground = stdin != nil && inForeground(stdin)
 
 	// Open the result file first: a bad path must fail before anything runs.
-	var resultFile *os.File
-	if f.result != "" {
-		var err error
-		if resultFile, err = os.Create(f.result); err != nil {
-			return &exitError{code: exitInternal, msg: fmt.Sprintf("--result: %v", err)}
-		}
+	resultFile, err := openResult(f.result, stdout)
+	if err != nil {
+		return err
+	}
+	if resultFile != nil {
 		defer resultFile.Close()
 	}
 	var store *record.Store
@@ -135,19 +144,21 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	defer signal.Stop(pipes)
 	res, err := cmd.Run(ctx)
 	stopSignals()
+	// A SIGPIPE caught here was corral's own write to a stdout or stderr
+	// whose reader went away: a plain tool stays silent about that.
+	brokenPipe := len(pipes) > 0
 
 	if tracker != nil {
 		if rerr := tracker.Done(res); rerr != nil {
 			fmt.Fprintf(stderr, "corral: %v\n", rerr)
 		}
 	}
-	if resultFile != nil {
-		b, _ := json.Marshal(res)
-		if _, werr := resultFile.Write(append(b, '\n')); werr != nil {
-			fmt.Fprintf(stderr, "corral: --result: %v\n", werr)
-		}
+	writeResult(f.result, resultFile, stdout, stderr, res)
+	shown := *res
+	if brokenPipe {
+		shown.OutputError = ""
 	}
-	return exitFor(res, err, got())
+	return exitFor(&shown, err, got())
 }
 
 // catchSignals turns SIGINT, SIGTERM and SIGHUP into a cancellation of the
@@ -172,7 +183,10 @@ func catchSignals(cancel context.CancelCauseFunc) (got func() syscall.Signal, es
 				if first == 0 {
 					first = sig
 					mu.Unlock()
-					cancel(fmt.Errorf("corral received %v", sig))
+					// The tree gets the signal corral got: a SIGINT
+					// reaches Python as KeyboardInterrupt, as from
+					// a terminal.
+					cancel(&corral.StopCause{Signal: sig})
 					continue
 				}
 				mu.Unlock()
@@ -217,7 +231,7 @@ func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
 	case corral.OutcomeOutputLimit:
 		code, msg = exitOutputLimit, "output limit reached; the tree was killed"
 	case corral.OutcomeStdioHeld:
-		code, msg = exitStdioHeld, fmt.Sprintf("processes %v held stdout/stderr past the drain bound; killed", res.StdioHeldBy)
+		code, msg = exitStdioHeld, fmt.Sprintf("%s %s held stdout/stderr past the drain bound; killed", plural(len(res.StdioHeldBy), "process", "processes"), pidList(res.StdioHeldBy))
 	case corral.OutcomeStartFailed:
 		code = exitInternal
 		msg = res.Error

@@ -380,9 +380,14 @@ func killCgroup(dir string) error {
 // therefore call it again while they wait (contain.Stop does), and done
 // keeps each process from being signalled twice.
 func terminateCgroup(dir string, done map[int]bool) error {
+	return terminateCgroupWith(dir, unix.SIGTERM, done)
+}
+
+// terminateCgroupWith is terminateCgroup sending sig.
+func terminateCgroupWith(dir string, sig unix.Signal, done map[int]bool) error {
 	var errs []error
 	for round := 0; round < 4; round++ {
-		n, err := signalNew(dir, unix.SIGTERM, done)
+		n, err := signalNew(dir, sig, done)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -397,7 +402,7 @@ func terminateCgroup(dir string, done map[int]bool) error {
 	// Signals sent while freezing is still under way are delivered on thaw
 	// all the same, so this wait is short and best effort.
 	waitCgroupEvent(dir, "frozen", "1", 100*time.Millisecond)
-	if _, err := signalNew(dir, unix.SIGTERM, done); err != nil {
+	if _, err := signalNew(dir, sig, done); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.WriteFile(freeze, []byte("0"), 0); err != nil {

@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -210,22 +211,73 @@ const KillBound = 10 * time.Second
 // SIGTERM). It returns when the tree is empty, or with an error once
 // killBound has passed after the SIGKILL.
 func Stop(tree Tree, grace, killBound time.Duration, escalate <-chan struct{}) error {
-	if grace >= 0 {
-		// A failed or unsupported SIGTERM is no reason not to kill.
-		if err := tree.Terminate(); err == nil && waitTerminated(tree, grace, escalate) {
-			return nil
+	_, err := StopWith(tree, 0, grace, killBound, escalate)
+	return err
+}
+
+// StopWith is Stop with sig as the first signal in place of SIGTERM (0
+// means SIGTERM): a front-end forwards the SIGINT or SIGHUP it received, or
+// a timeout sends what the caller chose. A tree that cannot be sent another
+// signal (a taken-over tree, a job object) gets what Terminate sends.
+// stopped lists the processes found in the tree while stopping it (before
+// the first signal and before SIGKILL): those corral stopped.
+func StopWith(tree Tree, sig syscall.Signal, grace, killBound time.Duration, escalate <-chan struct{}) (stopped []int, _ error) {
+	seen := map[int]bool{}
+	note := func() {
+		if ms, err := tree.Members(); err == nil {
+			for _, p := range ms {
+				if !seen[p] {
+					seen[p] = true
+					stopped = append(stopped, p)
+				}
+			}
 		}
+	}
+	terminate := tree.Terminate
+	if st, ok := tree.(signalTerminator); ok && sig != 0 && sig != syscall.SIGTERM {
+		// sig goes to every process (once each) while the root runs.
+		// Once the root has exited (it handled the signal: a Python
+		// KeyboardInterrupt, a shell's trap), what is left gets SIGTERM,
+		// as descendants left after any exit do: background jobs of a
+		// non-interactive shell ignore SIGINT and would otherwise live
+		// out the grace.
+		sent := map[int]bool{}
+		terminate = func() error {
+			select {
+			case <-tree.Exited():
+				return tree.Terminate()
+			default:
+				return st.terminateWith(sig, sent)
+			}
+		}
+	}
+	note()
+	if grace >= 0 {
+		// A failed or unsupported first signal is no reason not to kill.
+		if err := terminate(); err == nil && waitTerminated(tree, terminate, grace, escalate) {
+			return stopped, nil
+		}
+		note()
 	}
 	kerr := tree.Kill()
 	if err := tree.WaitEmpty(killBound); err != nil {
-		return fmt.Errorf("tree not gone after SIGKILL: %w", errors.Join(kerr, err))
+		return stopped, fmt.Errorf("tree not gone after SIGKILL: %w", errors.Join(kerr, err))
 	}
-	return nil
+	return stopped, nil
+}
+
+// signalTerminator is a tree that can send its first stop signal as
+// another signal than SIGTERM: to every member whose pid is not in sent,
+// adding it there. It leaves what Terminate has sent alone, so that a
+// later Terminate reaches every process.
+type signalTerminator interface {
+	terminateWith(sig syscall.Signal, sent map[int]bool) error
 }
 
 // waitTerminated waits up to d for the tree to empty, in short slices,
-// signalling newcomers between them and noticing an escalation promptly.
-func waitTerminated(tree Tree, d time.Duration, escalate <-chan struct{}) bool {
+// signalling newcomers (with terminate) between them and noticing an
+// escalation promptly.
+func waitTerminated(tree Tree, terminate func() error, d time.Duration, escalate <-chan struct{}) bool {
 	deadline := time.Now().Add(d)
 	slice := 5 * time.Millisecond
 	for {
@@ -241,7 +293,7 @@ func waitTerminated(tree Tree, d time.Duration, escalate <-chan struct{}) bool {
 			return false
 		default:
 		}
-		tree.Terminate()
+		terminate()
 		slice = min(2*slice, 50*time.Millisecond)
 	}
 }

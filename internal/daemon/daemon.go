@@ -1019,7 +1019,11 @@ func (d *Daemon) kill(name string) error {
 		errs = append(errs, err)
 	}
 	d.recoveredOne(name) // a take-over being retried ends here
-	d.cfg.Log.Info("session killed", "session", name, "err", errors.Join(errs...))
+	if err := errors.Join(errs...); err != nil {
+		d.cfg.Log.Info("session killed", "session", name, "err", err)
+	} else {
+		d.cfg.Log.Info("session killed", "session", name)
+	}
 	return errors.Join(errs...)
 }
 

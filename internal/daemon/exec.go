@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -101,6 +102,11 @@ func (d *Daemon) serveExec(stream pb.Daemon_ExecServer, start *pb.ExecStart, run
 		Timeout:   time.Duration(start.TimeoutMs) * time.Millisecond,
 		MaxOutput: start.MaxOutput,
 		Escalate:  x.escalate,
+		// The client's --grace and --signal, for this command only.
+		Grace: time.Duration(start.GraceMs) * time.Millisecond,
+	}
+	if start.StopSignal > 0 {
+		opts.StopSignal = syscall.Signal(start.StopSignal)
 	}
 	var stdin *io.PipeReader
 	if start.Stdin {
@@ -233,6 +239,8 @@ func (x *execStream) receive() {
 			return
 		case *pb.ExecRequest_Cancel:
 			x.cancel(errClientCancelled)
+		case *pb.ExecRequest_CancelSignal:
+			x.cancel(fmt.Errorf("%w: %w", errClientCancelled, &corral.StopCause{Signal: syscall.Signal(msg.CancelSignal)}))
 		case *pb.ExecRequest_Kill:
 			x.cancel(errClientKilled)
 			x.escOnce.Do(func() { close(x.escalate) })
@@ -298,5 +306,7 @@ func ResultToProto(r *corral.Result) *pb.Result {
 		StartedUnixNano: started, DurationUs: r.Duration.Microseconds(), FirstOutputUs: first,
 		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, Error: r.Error,
 		KillFailed: r.KillFailed, DrainCutOff: r.DrainCutOff,
+		Pid: int32(r.Pid), Isolation: r.Isolation, Cgroup: r.Cgroup,
+		DescendantsKilled: int32(r.DescendantsKilled), ProcessesStopped: int32(r.ProcessesStopped),
 	}
 }

@@ -1,0 +1,42 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
+)
+
+// terminateWith sends sig to every process of the cgroup not in sent
+// (see terminateCgroup).
+func (t *cgroupTree) terminateWith(sig unix.Signal, sent map[int]bool) error {
+	return terminateCgroupWith(t.dir, sig, sent)
+}
+
+// terminateWith is Terminate sending sig: to the group the first time,
+// and to every member not in sent, each through a checked pidfd. A pid
+// reused within the stop is only skipped (it gets SIGTERM later), never
+// signalled on a guess.
+func (t *pgroupTree) terminateWith(sig unix.Signal, sent map[int]bool) error {
+	var errs []error
+	if len(sent) == 0 && !t.closed {
+		if err := unix.Kill(-t.ident.Pgid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("signal group %d: %w", t.ident.Pgid, err))
+		}
+	}
+	ms, err := t.scan()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var fresh []member
+	for _, m := range ms {
+		if !sent[m.pid] {
+			sent[m.pid] = true
+			fresh = append(fresh, m)
+		}
+	}
+	if err := signalMembers(fresh, sig); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
