@@ -336,19 +336,24 @@ func TestClientOutlivesADyingDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() {
-		defer lis.Close() // and removes the socket, as a dead daemon's is refused
 		for {
 			c, err := lis.Accept()
 			if err != nil {
+				lis.Close()
 				return
 			}
 			// The probe closes at once; the connection the call goes on
-			// sends the HTTP/2 preface.
+			// sends the HTTP/2 preface. The listener goes first (closing
+			// it removes the socket, as a dead daemon's is refused), then
+			// the connection: a client that looks again after the reset
+			// must find no socket, not one whose backlog no one serves.
 			n, _ := c.Read(make([]byte, 1))
-			c.Close()
 			if n > 0 {
+				lis.Close()
+				c.Close()
 				return
 			}
+			c.Close()
 		}
 	}()
 	if out, errs, rc := e.run("ls"); rc != 0 || !strings.HasPrefix(out, "NAME") {
