@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -484,5 +487,100 @@ func TestMCPDaemonKilledUnderAJob(t *testing.T) {
 	o = execOK(t, cs, map[string]any{"command": "echo again"})
 	if o.Output != "again\n" || o.Session != w.Session {
 		t.Errorf("after the daemon restart: %+v", o)
+	}
+}
+
+// mcpHTTP starts "corral mcp --http 127.0.0.1:PORT" and returns its URL and
+// token once it serves.
+func mcpHTTP(t *testing.T, e *daemonEnv) (string, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := cli(t, e.mark, e.state, "mcp", "--http", addr)
+	c.Stderr = os.Stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Process.Signal(syscall.SIGTERM)
+		c.Wait()
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if conn, err := net.Dial("tcp", addr); err == nil {
+			conn.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("corral mcp --http does not listen")
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(e.state, "mcp-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(filepath.Join(e.state, "mcp-token"))
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("mcp-token mode %v", fi.Mode())
+	}
+	return "http://" + addr + "/mcp", strings.TrimSpace(string(b))
+}
+
+type bearerRT struct{ token string }
+
+func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestMCPHTTP(t *testing.T) {
+	e := newDaemonEnv(t)
+	url, token := mcpHTTP(t, e)
+	// Without the token, or with another: 401.
+	for _, auth := range []string{"", "Bearer nope", "Basic " + token} {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Errorf("Authorization %q: %s", auth, resp.Status)
+		}
+	}
+	hc := &http.Client{Transport: bearerRT{token}}
+	cl := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "0"}, nil)
+	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	o := execOK(t, cs, map[string]any{"command": "echo over http", "session": "web"})
+	if o.Output != "over http\n" || o.Outcome != "exited" {
+		t.Errorf("exec over http: %+v", o)
+	}
+	// Cancel over HTTP stops the tree too.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *mcp.CallToolResult, 1)
+	pids := startTree(t, cs, ctx, 10, filepath.Join(t.TempDir(), "pids"), done)
+	start := time.Now()
+	cancel()
+	if !waitAllGone(pids, 10*time.Second) {
+		t.Fatal("tree alive 10s after the cancel over http")
+	}
+	t.Logf("http: cancel -> tree gone in %v", time.Since(start))
+	<-done
+	// The token is kept: a second server reads the same one.
+	if _, again := mcpHTTP(t, e); again != token {
+		t.Errorf("second server's token differs")
 	}
 }
