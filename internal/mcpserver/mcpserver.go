@@ -265,13 +265,13 @@ func (s *Server) job(id string) (*job, error) {
 type ExecInput struct {
 	Command        string            `json:"command" jsonschema:"shell code to run (bash or sh syntax: it is the session's shell)"`
 	Session        string            `json:"session,omitempty" jsonschema:"session name ([A-Za-z0-9][A-Za-z0-9._-]{0,63}), created on first use; default: the server's session"`
-	Oneshot        bool              `json:"oneshot,omitempty" jsonschema:"run in a fresh contained shell instead of a session"`
+	Oneshot        Bool              `json:"oneshot,omitempty" jsonschema:"run in a fresh contained shell instead of a session"`
 	Cwd            string            `json:"cwd,omitempty" jsonschema:"directory to cd to before the command (in a session the cd persists)"`
 	Stdin          *string           `json:"stdin,omitempty" jsonschema:"text for the command's stdin; without it stdin is at EOF"`
 	Env            map[string]string `json:"env,omitempty" jsonschema:"variables exported for the command (in a session they persist)"`
-	TimeoutMs      *int64            `json:"timeout_ms,omitempty" jsonschema:"stop the tree (and reset the session) after this long; default 120000"`
-	YieldMs        *int64            `json:"yield_ms,omitempty" jsonschema:"return with status running after this long if the command has not ended (it goes on; see exec_wait); default 30000, at most 55000"`
-	MaxOutputBytes *int64            `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries (head and tail past it); default 30000, at most 524288"`
+	TimeoutMs      *Int              `json:"timeout_ms,omitempty" jsonschema:"stop the tree (and reset the session) after this long; default 120000"`
+	YieldMs        *Int              `json:"yield_ms,omitempty" jsonschema:"return with status running after this long if the command has not ended (it goes on; see exec_wait); default 30000, at most 55000"`
+	MaxOutputBytes *Int              `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries (head and tail past it); default 30000, at most 524288"`
 }
 
 // ExecOutput is the reply of exec, exec_wait and exec_cancel.
@@ -313,7 +313,7 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 		return nil, nil, err
 	}
 	name := in.Session
-	if in.Oneshot {
+	if bool(in.Oneshot) {
 		if name != "" {
 			return nil, nil, errors.New("session and oneshot exclude each other")
 		}
@@ -335,7 +335,7 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 	}
 	j := &job{id: newJobID(), session: name, started: time.Now(),
 		interrupt: make(chan struct{}), kill: make(chan struct{}), done: make(chan struct{})}
-	if in.Oneshot {
+	if bool(in.Oneshot) {
 		j.session = ""
 	}
 	dir := s.outDir
@@ -346,7 +346,7 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 	if s.dirErr != nil {
 		j.out.fileErr = s.dirErr.Error()
 	}
-	opts := client.ExecOptions{Stdout: j.out, Stderr: j.out, Timeout: timeout, Oneshot: in.Oneshot,
+	opts := client.ExecOptions{Stdout: j.out, Stderr: j.out, Timeout: timeout, Oneshot: bool(in.Oneshot),
 		Dir: s.cfg.Dir, Env: s.env(), Interrupt: j.interrupt, Kill: j.kill}
 	if in.Stdin != nil {
 		opts.Stdin = strings.NewReader(*in.Stdin)
@@ -497,10 +497,10 @@ func (o *ExecOutput) text() string {
 // ExecWaitInput is the input of exec_wait.
 type ExecWaitInput struct {
 	Job     string `json:"job" jsonschema:"the job id from exec"`
-	Offset  *int64 `json:"offset,omitempty" jsonschema:"where in the job's output to start; default: where the last reply ended"`
-	YieldMs *int64 `json:"yield_ms,omitempty" jsonschema:"return after this long if the job is still running; default 30000, at most 55000"`
+	Offset  *Int   `json:"offset,omitempty" jsonschema:"where in the job's output to start; default: where the last reply ended"`
+	YieldMs *Int   `json:"yield_ms,omitempty" jsonschema:"return after this long if the job is still running; default 30000, at most 55000"`
 	// MaxOutputBytes as exec's.
-	MaxOutputBytes *int64 `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries; default 30000"`
+	MaxOutputBytes *Int   `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries; default 30000"`
 }
 
 func (s *Server) execWait(ctx context.Context, req *mcp.CallToolRequest, in ExecWaitInput) (*mcp.CallToolResult, *ExecOutput, error) {
@@ -523,7 +523,7 @@ func (s *Server) execWait(ctx context.Context, req *mcp.CallToolRequest, in Exec
 		if *in.Offset < 0 {
 			return nil, nil, errors.New("offset must not be negative")
 		}
-		from = *in.Offset
+		from = int64(*in.Offset)
 	}
 	if n, _ := j.out.size(); from > n {
 		return nil, nil, fmt.Errorf("offset %d is past the job's output (%d bytes so far)", from, n)
@@ -534,7 +534,7 @@ func (s *Server) execWait(ctx context.Context, req *mcp.CallToolRequest, in Exec
 // ExecCancelInput is the input of exec_cancel.
 type ExecCancelInput struct {
 	Job            string `json:"job" jsonschema:"the job id from exec"`
-	MaxOutputBytes *int64 `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries; default 30000"`
+	MaxOutputBytes *Int   `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries; default 30000"`
 }
 
 func (s *Server) execCancel(ctx context.Context, req *mcp.CallToolRequest, in ExecCancelInput) (*mcp.CallToolResult, *ExecOutput, error) {
@@ -660,11 +660,11 @@ func (s *Server) NewMCP() *mcp.Server {
 			"exec_wait for more output, exec_cancel to stop it. Output past max_output_bytes keeps head and " +
 			"tail; the whole output is in output_file.",
 	})
-	mcp.AddTool(m, &mcp.Tool{Name: "exec", Description: "Run shell code in a persistent session (or a fresh oneshot shell). " +
+	mcp.AddTool(m, &mcp.Tool{Name: "exec", InputSchema: inputSchema[ExecInput](), Description: "Run shell code in a persistent session (or a fresh oneshot shell). " +
 		"stdin is at EOF unless given; PAGER=cat, GIT_PAGER=cat, GIT_TERMINAL_PROMPT=0. " +
 		"Returns status done with outcome and exit_code, or status running with a job id after yield_ms."}, s.exec)
-	mcp.AddTool(m, &mcp.Tool{Name: "exec_wait", Description: "Wait for more output of a running job, or read a finished job's output from any offset."}, s.execWait)
-	mcp.AddTool(m, &mcp.Tool{Name: "exec_cancel", Description: "Stop a job's whole process tree (SIGTERM, grace, SIGKILL); the session is reset as after a timeout."}, s.execCancel)
+	mcp.AddTool(m, &mcp.Tool{Name: "exec_wait", InputSchema: inputSchema[ExecWaitInput](), Description: "Wait for more output of a running job, or read a finished job's output from any offset."}, s.execWait)
+	mcp.AddTool(m, &mcp.Tool{Name: "exec_cancel", InputSchema: inputSchema[ExecCancelInput](), Description: "Stop a job's whole process tree (SIGTERM, grace, SIGKILL); the session is reset as after a timeout."}, s.execCancel)
 	mcp.AddTool(m, &mcp.Tool{Name: "sessions", Description: "List every session with its state, cwd, and whether it is busy."}, s.sessions)
 	mcp.AddTool(m, &mcp.Tool{Name: "kill_session", Description: "End a session: its shell and everything it started."}, s.killSession)
 	m.AddReceivingMiddleware(unknownToolIsToolError(m))
@@ -780,23 +780,23 @@ func validEnvName(k string) bool {
 
 // msArg reads a millisecond argument: def when absent, an error when
 // below min or above max (max 0: no bound).
-func msArg(name string, v *int64, def time.Duration, min int64, max time.Duration) (time.Duration, error) {
+func msArg(name string, v *Int, def time.Duration, min int64, max time.Duration) (time.Duration, error) {
 	if v == nil {
 		return def, nil
 	}
 	if *v < 0 {
 		return 0, fmt.Errorf("%s must not be negative (got %d)", name, *v)
 	}
-	if *v < min {
+	if int64(*v) < min {
 		return 0, fmt.Errorf("%s must be at least %d (got %d)", name, min, *v)
 	}
-	if max > 0 && *v > max.Milliseconds() {
+	if max > 0 && int64(*v) > max.Milliseconds() {
 		return 0, fmt.Errorf("%s must be at most %d (got %d)", name, max.Milliseconds(), *v)
 	}
 	return time.Duration(*v) * time.Millisecond, nil
 }
 
-func maxArg(v *int64) (int, error) {
+func maxArg(v *Int) (int, error) {
 	if v == nil {
 		return DefaultMaxOutput, nil
 	}
