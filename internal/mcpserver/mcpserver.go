@@ -500,7 +500,7 @@ type ExecWaitInput struct {
 	Offset  *Int   `json:"offset,omitempty" jsonschema:"where in the job's output to start; default: where the last reply ended"`
 	YieldMs *Int   `json:"yield_ms,omitempty" jsonschema:"return after this long if the job is still running; default 30000, at most 55000"`
 	// MaxOutputBytes as exec's.
-	MaxOutputBytes *Int   `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries; default 30000"`
+	MaxOutputBytes *Int `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries; default 30000"`
 }
 
 func (s *Server) execWait(ctx context.Context, req *mcp.CallToolRequest, in ExecWaitInput) (*mcp.CallToolResult, *ExecOutput, error) {
