@@ -15,9 +15,11 @@ import (
 	"github.com/corral-dev/corral/internal/mcpserver"
 )
 
-// inspectorVersion is the newest @modelcontextprotocol/inspector that runs
-// on Node 20 (0.16.0 and later want Node 22.7.5).
-const inspectorVersion = "0.15.0"
+// inspectorVersion is the @modelcontextprotocol/inspector the tests run.
+// It declares Node >= 22.7.5 but its CLI runs on the Node 20 these
+// machines have (npm warns EBADENGINE); 0.15.0, the last without that
+// declaration, has no --header, so it cannot send the Bearer token.
+const inspectorVersion = "0.16.8"
 
 // inspector returns the official MCP inspector's executable, installed
 // once into the user's cache directory (or $CORRAL_MCP_INSPECTOR), or
@@ -57,9 +59,16 @@ func inspector(t *testing.T) string {
 // JSON answer.
 func inspect(t *testing.T, bin string, e *daemonEnv, args ...string) map[string]any {
 	t.Helper()
+	return inspectTarget(t, bin, e, []string{corralBin, "mcp"}, args...)
+}
+
+// inspectTarget runs the inspector's CLI against target (a command, or a
+// URL and its transport flags).
+func inspectTarget(t *testing.T, bin string, e *daemonEnv, target []string, args ...string) map[string]any {
+	t.Helper()
 	c := cli(t, e.mark, e.state)
 	c.Path = bin
-	c.Args = append([]string{bin, "--cli", corralBin, "mcp"}, args...)
+	c.Args = append(append([]string{bin, "--cli"}, target...), args...)
 	c.Dir = t.TempDir()
 	var out, errb bytes.Buffer
 	c.Stdout, c.Stderr = &out, &errb
@@ -83,6 +92,29 @@ func inspect(t *testing.T, bin string, e *daemonEnv, args ...string) map[string]
 		t.Fatalf("inspector %v: %v: %s", args, err, out.String())
 	}
 	return m
+}
+
+func TestMCPInspectorHTTP(t *testing.T) {
+	bin := inspector(t)
+	e := newDaemonEnv(t)
+	url, token := mcpHTTP(t, e)
+	target := []string{url, "--transport", "http", "--header", "Authorization: Bearer " + token}
+	r := inspectTarget(t, bin, e, target, "--method", "tools/call", "--tool-name", "exec",
+		"--tool-arg", "command=echo over-http", "--tool-arg", "session=web")
+	b, _ := json.Marshal(r["structuredContent"])
+	var o mcpserver.ExecOutput
+	json.Unmarshal(b, &o)
+	if r["isError"] == true || o.Status != "done" || o.Output != "over-http\n" || o.Session != "web" {
+		t.Errorf("exec over http through the inspector: %s", b)
+	}
+	// Without the token the inspector cannot connect.
+	c := cli(t, e.mark, e.state)
+	c.Path = bin
+	c.Args = []string{bin, "--cli", url, "--transport", "http", "--method", "tools/list"}
+	out, err := c.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "Bearer token is required") {
+		t.Errorf("inspector without the token: %v %s", err, out)
+	}
 }
 
 func TestMCPInspectorStdio(t *testing.T) {
