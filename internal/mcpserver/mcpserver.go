@@ -93,6 +93,26 @@ type Server struct {
 	jobs map[string]*job
 
 	wg sync.WaitGroup // the job goroutines
+
+	sweepMu   sync.Mutex
+	lastSweep time.Time
+}
+
+// sweepEvery is how often a new job has mcp-output/ swept.
+const sweepEvery = time.Minute
+
+// maybeSweep sweeps mcp-output/ if it was not swept for sweepEvery.
+func (s *Server) maybeSweep() {
+	if s.dirErr != nil {
+		return
+	}
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	if time.Since(s.lastSweep) < sweepEvery {
+		return
+	}
+	s.lastSweep = time.Now()
+	sweep(s.outDir, s.busyFile)
 }
 
 // New makes a Server. The state directory's mcp-output/ is made and swept
@@ -115,9 +135,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, jobs: map[string]*job{}}
 	s.outDir, s.dirErr = outputDir(cfg.StateDir)
-	if s.dirErr == nil {
-		sweep(s.outDir, s.busyFile)
-	}
+	s.maybeSweep()
 	return s, nil
 }
 
@@ -356,9 +374,7 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 	s.mu.Unlock()
 	s.wg.Add(1)
 	go s.run(d, j, code, opts)
-	if s.outDir != "" {
-		go sweep(s.outDir, s.busyFile)
-	}
+	s.maybeSweep()
 	return s.await(ctx, j, 0, yield, max)
 }
 
