@@ -584,3 +584,28 @@ func TestMCPHTTP(t *testing.T) {
 		t.Errorf("second server's token differs")
 	}
 }
+
+func TestMCPJobOutlivesItsServer(t *testing.T) {
+	e := newDaemonEnv(t)
+	cs, c := mcpClient(t, e)
+	o := execOK(t, cs, map[string]any{"command": "echo early; sleep 0.7; echo late; sh -c 'exit 4'", "yield_ms": 100})
+	if o.Status != "running" {
+		t.Fatalf("%+v", o)
+	}
+	// The client leaves while no call waits: the job runs on, and the
+	// server exits once it has ended.
+	start := time.Now()
+	cs.Close()
+	c.Wait()
+	t.Logf("the first server exited %v after its client left", time.Since(start))
+	cs2, _ := mcpClient(t, e)
+	var w mcpserver.ExecOutput
+	r := call(t, cs2, "exec_wait", map[string]any{"job": o.Job, "offset": 0}, &w)
+	if r.IsError || w.Status != "done" || w.Output != "early\nlate\n" || w.ExitCode == nil || *w.ExitCode != 4 || w.Outcome != "exited" {
+		t.Errorf("exec_wait on the next server: %s %+v", text(r), w)
+	}
+	r = call(t, cs2, "exec_wait", map[string]any{"job": o.Job, "offset": 6}, &w)
+	if w.Output != "late\n" {
+		t.Errorf("offset 6: %q", w.Output)
+	}
+}

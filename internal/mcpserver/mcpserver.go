@@ -19,6 +19,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -163,7 +164,8 @@ func (s *Server) StopAll() {
 func (s *Server) busyFile(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j, ok := s.jobs[strings.TrimSuffix(name, ".out")]
+	id := strings.TrimSuffix(strings.TrimSuffix(name, ".out"), ".json")
+	j, ok := s.jobs[id]
 	return ok && !j.ended()
 }
 
@@ -222,6 +224,7 @@ type job struct {
 	cwd      string
 	cwdErr   string
 	duration time.Duration
+	final    *ExecOutput // the result of a job loaded from its record
 
 	mu      sync.Mutex
 	offset  int64 // where the last reply's output ended
@@ -274,7 +277,11 @@ func (s *Server) job(id string) (*job, error) {
 	defer s.mu.Unlock()
 	j, ok := s.jobs[id]
 	if !ok {
-		return nil, fmt.Errorf("job %q: %w on this server (job ids live as long as the corral mcp process that gave them)", id, ErrUnknownJob)
+		if j = s.loadJob(id); j != nil {
+			s.jobs[id] = j
+			return j, nil
+		}
+		return nil, fmt.Errorf("job %q: %w (a running job belongs to the corral mcp process that started it; a finished one is kept 24 h)", id, ErrUnknownJob)
 	}
 	return j, nil
 }
@@ -403,6 +410,7 @@ func (s *Server) run(d Daemon, j *job, code string, opts client.ExecOptions) {
 	}
 	j.out.close()
 	close(j.done)
+	s.record(j)
 }
 
 // await waits for j to end, yield to pass, or ctx to end (then it stops j)
@@ -442,40 +450,102 @@ func (s *Server) reply(j *job, from int64, max int) (*mcp.CallToolResult, *ExecO
 		o.Error = "part of the requested output is no longer kept (past the output file's limit)"
 	}
 	if ended {
-		o.Status = "done"
-		o.DurationMs = j.duration.Milliseconds()
-		if j.res != nil {
-			o.Outcome = string(j.res.Outcome)
-			ec := j.res.ExitCode
-			o.ExitCode = &ec
-			o.Signal = j.res.Signal
-			o.DurationMs = j.res.Duration.Milliseconds()
-			o.Cwd = j.cwd
-			var msgs []string
-			if j.res.Error != "" {
-				msgs = append(msgs, j.res.Error)
-			}
-			var sns *client.StateNotSavedError
-			if errors.As(j.err, &sns) {
-				msgs = append(msgs, sns.Error())
-			}
-			if j.cwdErr != "" && j.session != "" {
-				msgs = append(msgs, "cwd unknown: "+j.cwdErr)
-			}
-			if o.Error != "" {
-				msgs = append(msgs, o.Error)
-			}
-			o.Error = strings.Join(msgs, "; ")
-		} else {
-			o.Outcome = "daemon_lost"
-			what := "the call to the daemon failed"
-			if j.lostD {
-				what = "lost the daemon (it stopped or died) while the command ran; the next daemon stops a command it finds half-run, and the session's shell survives"
-			}
-			o.Error = fmt.Sprintf("%s: %v", what, status.Convert(j.err).Message())
-		}
+		j.fillResult(o)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: o.text()}}}, o, nil
+}
+
+// fillResult sets o's fields of an ended job.
+func (j *job) fillResult(o *ExecOutput) {
+	o.Status = "done"
+	if f := j.final; f != nil { // a job of an earlier server, from its record
+		o.Outcome, o.ExitCode, o.Signal, o.DurationMs, o.Cwd = f.Outcome, f.ExitCode, f.Signal, f.DurationMs, f.Cwd
+		o.Error = strings.TrimPrefix(strings.Join([]string{o.Error, f.Error}, "; "), "; ")
+		return
+	}
+	o.DurationMs = j.duration.Milliseconds()
+	if j.res == nil {
+		o.Outcome = "daemon_lost"
+		what := "the call to the daemon failed"
+		if j.lostD {
+			what = "lost the daemon (it stopped or died) while the command ran; the next daemon stops a command it finds half-run, and the session's shell survives"
+		}
+		o.Error = fmt.Sprintf("%s: %v", what, status.Convert(j.err).Message())
+		return
+	}
+	o.Outcome = string(j.res.Outcome)
+	ec := j.res.ExitCode
+	o.ExitCode = &ec
+	o.Signal = j.res.Signal
+	o.DurationMs = j.res.Duration.Milliseconds()
+	o.Cwd = j.cwd
+	var msgs []string
+	if j.res.Error != "" {
+		msgs = append(msgs, j.res.Error)
+	}
+	var sns *client.StateNotSavedError
+	if errors.As(j.err, &sns) {
+		msgs = append(msgs, sns.Error())
+	}
+	if j.cwdErr != "" && j.session != "" {
+		msgs = append(msgs, "cwd unknown: "+j.cwdErr)
+	}
+	if o.Error != "" {
+		msgs = append(msgs, o.Error)
+	}
+	o.Error = strings.Join(msgs, "; ")
+}
+
+// record writes j's result next to its output (<job>.json), so a later
+// server can answer exec_wait on it.
+func (s *Server) record(j *job) {
+	if s.dirErr != nil {
+		return
+	}
+	n, _ := j.out.size()
+	o := &ExecOutput{Job: j.id, Session: j.session, TotalBytes: n, NextOffset: n}
+	j.fillResult(o)
+	b, err := json.Marshal(o)
+	if err != nil {
+		return
+	}
+	tmp := filepath.Join(s.outDir, j.id+".json.tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err == nil {
+		os.Rename(tmp, filepath.Join(s.outDir, j.id+".json"))
+	}
+}
+
+// loadJob makes a job of an earlier server's record of id, if there is one.
+func (s *Server) loadJob(id string) *job {
+	if s.dirErr != nil || !validJobID(id) {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(s.outDir, id+".json"))
+	if err != nil {
+		return nil
+	}
+	var f ExecOutput
+	if json.Unmarshal(b, &f) != nil || f.Job != id {
+		return nil
+	}
+	j := &job{id: id, session: f.Session, final: &f, done: make(chan struct{}),
+		interrupt: make(chan struct{}), kill: make(chan struct{}), out: &output{changed: make(chan struct{})}}
+	close(j.done)
+	j.out.path = filepath.Join(s.outDir, id+".out")
+	if fi, err := os.Stat(j.out.path); err == nil {
+		j.out.n = fi.Size()
+	} else {
+		j.out.path = ""
+	}
+	return j
+}
+
+func validJobID(id string) bool {
+	if len(id) != 17 || id[0] != 'j' {
+		return false
+	}
+	_, err := hex.DecodeString(id[1:])
+	return err == nil
 }
 
 // text is the short rendering for clients that ignore structuredContent.
