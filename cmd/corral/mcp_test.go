@@ -609,3 +609,21 @@ func TestMCPJobOutlivesItsServer(t *testing.T) {
 		t.Errorf("offset 6: %q", w.Output)
 	}
 }
+
+func TestMCPSeparateStderr(t *testing.T) {
+	e := newDaemonEnv(t)
+	cs, _ := mcpClient(t, e)
+	o := execOK(t, cs, map[string]any{"command": "echo o1; echo e1 >&2; sleep 0.5; echo o2; echo e2 >&2",
+		"separate_stderr": true, "yield_ms": 250})
+	if o.Stdout == nil || o.Stderr == nil || *o.Stdout != "o1\n" || *o.Stderr != "e1\n" {
+		t.Fatalf("separate_stderr: %+v", o)
+	}
+	var w mcpserver.ExecOutput
+	call(t, cs, "exec_wait", map[string]any{"job": o.Job}, &w)
+	if w.Stdout == nil || *w.Stdout != "o2\n" || *w.Stderr != "e2\n" || w.Status != "done" {
+		t.Errorf("exec_wait separate: %+v", w)
+	}
+	if o := execOK(t, cs, map[string]any{"command": "echo x"}); o.Stdout != nil || o.Stderr != nil {
+		t.Errorf("stdout/stderr without separate_stderr: %+v", o)
+	}
+}

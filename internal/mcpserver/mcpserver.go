@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -164,7 +165,7 @@ func (s *Server) StopAll() {
 func (s *Server) busyFile(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	id := strings.TrimSuffix(strings.TrimSuffix(name, ".out"), ".json")
+	id, _, _ := strings.Cut(name, ".") // <job>.out, <job>.json, <job>.stdout.out
 	j, ok := s.jobs[id]
 	return ok && !j.ended()
 }
@@ -212,6 +213,9 @@ type job struct {
 	session string // "" for a oneshot
 	out     *output
 	started time.Time
+	// stdout and stderr are each stream alone, with separate_stderr (else
+	// nil); mu guards their offsets.
+	stdout, stderr *output
 
 	interrupt, kill chan struct{}
 	intOnce         sync.Once
@@ -228,6 +232,8 @@ type job struct {
 
 	mu      sync.Mutex
 	offset  int64 // where the last reply's output ended
+	outOff  int64 // and its stdout and stderr
+	errOff  int64
 	stopped string
 }
 
@@ -297,6 +303,7 @@ type ExecInput struct {
 	TimeoutMs      *Int              `json:"timeout_ms,omitempty" jsonschema:"stop the tree (and reset the session) after this long; default 120000"`
 	YieldMs        *Int              `json:"yield_ms,omitempty" jsonschema:"return with status running after this long if the command has not ended (it goes on; see exec_wait); default 30000, at most 55000"`
 	MaxOutputBytes *Int              `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries (head and tail past it); default 30000, at most 524288"`
+	SeparateStderr Bool              `json:"separate_stderr,omitempty" jsonschema:"also give stdout and stderr apart (each bounded by max_output_bytes) in this reply and every exec_wait of the job"`
 }
 
 // ExecOutput is the reply of exec, exec_wait and exec_cancel.
@@ -309,6 +316,10 @@ type ExecOutput struct {
 	ExitCode *int   `json:"exit_code,omitempty" jsonschema:"the exit status (-1 if killed or never started)"`
 	Signal   int    `json:"signal,omitempty" jsonschema:"the signal that killed it"`
 	Output   string `json:"output" jsonschema:"stdout and stderr merged in the order the daemon received them, from offset to next_offset"`
+	// Stdout and Stderr are each stream's output since the last reply,
+	// with separate_stderr.
+	Stdout *string `json:"stdout,omitempty" jsonschema:"with separate_stderr: stdout since the last reply"`
+	Stderr *string `json:"stderr,omitempty" jsonschema:"with separate_stderr: stderr since the last reply"`
 	// Offset and NextOffset place output in the job's whole output.
 	Offset       int64  `json:"offset"`
 	NextOffset   int64  `json:"next_offset" jsonschema:"where the next exec_wait reads from by default"`
@@ -373,6 +384,10 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 	}
 	opts := client.ExecOptions{Stdout: j.out, Stderr: j.out, Timeout: timeout, Oneshot: bool(in.Oneshot),
 		Dir: s.cfg.Dir, Env: s.env(), Interrupt: j.interrupt, Kill: j.kill}
+	if in.SeparateStderr {
+		j.stdout, j.stderr = newOutput(dir, j.id+".stdout"), newOutput(dir, j.id+".stderr")
+		opts.Stdout, opts.Stderr = io.MultiWriter(j.out, j.stdout), io.MultiWriter(j.out, j.stderr)
+	}
 	if in.Stdin != nil {
 		opts.Stdin = strings.NewReader(*in.Stdin)
 	}
@@ -409,6 +424,10 @@ func (s *Server) run(d Daemon, j *job, code string, opts client.ExecOptions) {
 		}
 	}
 	j.out.close()
+	if j.stdout != nil {
+		j.stdout.close()
+		j.stderr.close()
+	}
 	close(j.done)
 	s.record(j)
 }
@@ -440,12 +459,20 @@ func (s *Server) reply(j *job, from int64, max int) (*mcp.CallToolResult, *ExecO
 		return nil, nil, fmt.Errorf("offset %d is past the job's output (%d bytes so far)", from, n)
 	}
 	r := j.out.render(from, n, max)
+	var sout, serr *string
 	j.mu.Lock()
 	j.offset = n
+	if j.stdout != nil {
+		on, _ := j.stdout.size()
+		en, _ := j.stderr.size()
+		a, b := j.stdout.render(j.outOff, on, max).text, j.stderr.render(j.errOff, en, max).text
+		sout, serr = &a, &b
+		j.outOff, j.errOff = on, en
+	}
 	j.mu.Unlock()
 	o := &ExecOutput{Status: "running", Job: j.id, Session: j.session, Output: r.text, Offset: from, NextOffset: n,
 		TotalBytes: n, Truncated: r.truncated, OmittedBytes: r.omitted, OutputFile: r.outputFile,
-		DurationMs: time.Since(j.started).Milliseconds()}
+		DurationMs: time.Since(j.started).Milliseconds(), Stdout: sout, Stderr: serr}
 	if r.unavailable {
 		o.Error = "part of the requested output is no longer kept (past the output file's limit)"
 	}
