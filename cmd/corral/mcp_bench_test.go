@@ -4,10 +4,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,4 +81,72 @@ func BenchmarkMCPExecTrue(b *testing.B) {
 	b.ReportMetric(b50, "bare-sh-p50-ms")
 	b.ReportMetric(b99, "bare-sh-p99-ms")
 	b.ReportMetric(c50/b50, "p50-ratio")
+}
+
+// BenchmarkMCPCancelTree: notifications/cancelled for an exec running a
+// tree of 100 processes, to the last of them gone (polled every
+// millisecond through /proc), over stdio from a go-sdk client. Reports
+// p50 and p99 over at least 30 trees.
+func BenchmarkMCPCancelTree(b *testing.B) {
+	state := b.TempDir()
+	mark := "CORRAL_TEST_MARK=bench-mcp-cancel"
+	env := append(os.Environ(), mark, "CORRAL_STATE_DIR="+state)
+	defer func() {
+		for _, args := range [][]string{{"kill", "--all"}, {"daemon", "stop"}} {
+			c := exec.Command(corralBin, args...)
+			c.Env = env
+			c.Run()
+		}
+	}()
+	c := exec.Command(corralBin, "mcp", "--session", "bench")
+	c.Env = env
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).
+		Connect(context.Background(), &mcp.CommandTransport{Command: c}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	n := b.N
+	if n < 30 {
+		n = 30
+	}
+	var took []time.Duration
+	dir := b.TempDir()
+	for i := 0; i < n; i++ {
+		pidFile := filepath.Join(dir, "pids"+strconv.Itoa(i))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{
+				"command":  fmt.Sprintf("for i in $(seq 100); do sleep 300 & echo $! >> %s; done; : > %s.ready; wait", pidFile, pidFile),
+				"yield_ms": 55000}})
+		}()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+			if _, err := os.Stat(pidFile + ".ready"); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("the tree did not start")
+			}
+		}
+		data, _ := os.ReadFile(pidFile)
+		var pids []int
+		for _, f := range strings.Fields(string(data)) {
+			p, _ := strconv.Atoi(f)
+			pids = append(pids, p)
+		}
+		start := time.Now()
+		cancel()
+		if !waitAllGone(pids, 10*time.Second) {
+			b.Fatal("tree alive 10s after the cancel")
+		}
+		took = append(took, time.Since(start))
+		<-done
+	}
+	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(took[len(took)/2]), "cancel-p50-ms")
+	b.ReportMetric(ms(took[int(float64(len(took)-1)*0.99)]), "cancel-p99-ms")
+	b.ReportMetric(ms(took[len(took)-1]), "cancel-max-ms")
 }
