@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -322,8 +323,10 @@ func startTree(t *testing.T, cs *mcp.ClientSession, ctx context.Context, n int, 
 	return pids
 }
 
+// waitAllGone reports whether every one of pids is gone within d (looked
+// at least once).
 func waitAllGone(pids []int, d time.Duration) bool {
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
 		alive := false
 		for _, p := range pids {
 			if testproc.Alive(p) {
@@ -334,8 +337,10 @@ func waitAllGone(pids []int, d time.Duration) bool {
 		if !alive {
 			return true
 		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
-	return false
 }
 
 func TestMCPCancelStopsTheTree(t *testing.T) {
@@ -529,11 +534,17 @@ func mcpHTTP(t *testing.T, e *daemonEnv) (string, string) {
 	return "http://" + addr + "/mcp", strings.TrimSpace(string(b))
 }
 
-type bearerRT struct{ token string }
+type bearerRT struct {
+	token string
+	next  http.RoundTripper // nil: http.DefaultTransport
+}
 
 func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
+	if b.next != nil {
+		return b.next.RoundTrip(r)
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 
@@ -557,7 +568,7 @@ func TestMCPHTTP(t *testing.T) {
 			t.Errorf("Authorization %q: %s", auth, resp.Status)
 		}
 	}
-	hc := &http.Client{Transport: bearerRT{token}}
+	hc := &http.Client{Transport: bearerRT{token: token}}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "0"}, nil)
 	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
 	if err != nil {
@@ -626,4 +637,81 @@ func TestMCPSeparateStderr(t *testing.T) {
 	if o := execOK(t, cs, map[string]any{"command": "echo x"}); o.Stdout != nil || o.Stderr != nil {
 		t.Errorf("stdout/stderr without separate_stderr: %+v", o)
 	}
+}
+
+// connTracker dials TCP and remembers every connection, so a test can cut
+// them all at once: a client gone without a word.
+type connTracker struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (c *connTracker) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err == nil {
+		c.mu.Lock()
+		c.conns = append(c.conns, conn)
+		c.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (c *connTracker) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+}
+
+// TestMCPHTTPClientGone: over streamable HTTP a client whose connections
+// drop is not taken for gone: the go-sdk keeps its calls running so that
+// the client can resume their streams. The command it waited on goes on
+// (until its timeout), and another client finds it in sessions and stops
+// it with exec_cancel.
+func TestMCPHTTPClientGone(t *testing.T) {
+	e := newDaemonEnv(t)
+	url, token := mcpHTTP(t, e)
+	var ct connTracker
+	hc := &http.Client{Transport: bearerRT{token, &http.Transport{DialContext: ct.dial}}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "0"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *mcp.CallToolResult, 1)
+	pids := startTree(t, cs, context.Background(), 10, filepath.Join(t.TempDir(), "pids"), done)
+	ct.cut()
+	if waitAllGone(pids, time.Second) {
+		t.Log("the tree was stopped when its HTTP client's connections were cut")
+	} else {
+		t.Log("the tree runs on after its HTTP client's connections were cut (the SDK keeps the call for a resume)")
+	}
+	cs2, err := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "0"}, nil).
+		Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearerRT{token: token}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs2.Close()
+	var ss mcpserver.SessionsOutput
+	call(t, cs2, "sessions", nil, &ss)
+	job := ""
+	for _, s := range ss.Sessions {
+		if s.Busy && s.Job != "" {
+			job = s.Job
+		}
+	}
+	if job == "" {
+		if !waitAllGone(pids, 0) {
+			t.Fatalf("no busy session with a job while the tree lives: %+v", ss)
+		}
+		return
+	}
+	var c mcpserver.ExecOutput
+	call(t, cs2, "exec_cancel", map[string]any{"job": job}, &c)
+	if c.Outcome != "cancelled" || !waitAllGone(pids, 10*time.Second) {
+		t.Errorf("exec_cancel from another client: %+v", c)
+	}
+	<-done
+	cs.Close()
 }
