@@ -218,10 +218,14 @@ func TestMCPYieldAndResume(t *testing.T) {
 	if o.Status != "running" {
 		t.Fatalf("yield 0: %+v", o)
 	}
+	call(t, cs, "exec_wait", map[string]any{"job": o.Job, "offset": 0, "yield_ms": 300}, &w)
+	if w.Status != "running" || w.Output != "x\n" {
+		t.Fatalf("exec_wait of the running job: %+v", w)
+	}
 	var c mcpserver.ExecOutput
 	start = time.Now()
 	call(t, cs, "exec_cancel", map[string]any{"job": o.Job}, &c)
-	if c.Status != "done" || c.Outcome != "cancelled" || c.Output != "x\n" {
+	if c.Status != "done" || c.Outcome != "cancelled" || c.Output != "" || c.TotalBytes != 2 || c.Offset != 2 {
 		t.Errorf("exec_cancel: %+v", c)
 	}
 	t.Logf("exec_cancel of sleep 60 took %v", time.Since(start))
