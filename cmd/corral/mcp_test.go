@@ -477,13 +477,19 @@ func TestMCPBadInputs(t *testing.T) {
 	}
 }
 
+// TestMCPDaemonKilledUnderAJob: a daemon SIGKILLed between exec and
+// exec_wait. The job ends at once as daemon_lost (its stream is gone; the
+// reply says so); the next call starts a daemon, which takes the session
+// over. What became of the command's tree is logged.
 func TestMCPDaemonKilledUnderAJob(t *testing.T) {
 	e := newDaemonEnv(t)
 	cs, _ := mcpClient(t, e)
-	o := execOK(t, cs, map[string]any{"command": "echo before; sleep 3; echo after", "yield_ms": 300})
-	if o.Status != "running" {
+	dir := t.TempDir()
+	o := execOK(t, cs, map[string]any{"command": fmt.Sprintf("echo before; sleep 2 & echo $! > %s/pid; wait; echo after > %s/after", dir, dir), "yield_ms": 300})
+	if o.Status != "running" || o.Output != "before\n" {
 		t.Fatalf("%+v", o)
 	}
+	sleepPid := testproc.PidFile(t, filepath.Join(dir, "pid"), 5*time.Second)
 	e.killDaemon()
 	start := time.Now()
 	var w mcpserver.ExecOutput
@@ -492,11 +498,18 @@ func TestMCPDaemonKilledUnderAJob(t *testing.T) {
 	if r.IsError || w.Status != "done" || w.Outcome != "daemon_lost" || !strings.Contains(w.Error, "lost the daemon") {
 		t.Errorf("exec_wait after SIGKILL: %+v", w)
 	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("exec_wait took %v after the daemon died", time.Since(start))
+	}
 	// The next call starts a daemon, which takes the session over.
 	o = execOK(t, cs, map[string]any{"command": "echo again"})
 	if o.Output != "again\n" || o.Session != w.Session {
 		t.Errorf("after the daemon restart: %+v", o)
 	}
+	alive := testproc.Alive(sleepPid)
+	time.Sleep(2500 * time.Millisecond)
+	_, err := os.Stat(filepath.Join(dir, "after"))
+	t.Logf("after the restart: the command's sleep alive: %v; its last line ran: %v", alive, err == nil)
 }
 
 // mcpHTTP starts "corral mcp --http 127.0.0.1:PORT" and returns its URL and
