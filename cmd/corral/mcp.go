@@ -80,16 +80,28 @@ func mcpMain(session, httpAddr string, noAgentEnv bool, stderr io.Writer) error 
 	if err != nil {
 		return &exitError{code: exitInternal, msg: err.Error()}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// SIGTERM, SIGINT or SIGHUP: nobody is left to wait on the jobs. They
+	// are stopped first, so that the calls waiting on them end and the
+	// transport can close (it waits for the calls in flight).
+	sig, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-sig.Done():
+			s.StopAll()
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if httpAddr == "" {
 		err = s.NewMCP().Run(ctx, &mcp.StdioTransport{})
 	} else {
 		err = serveMCPHTTP(ctx, s, dir, httpAddr, stderr)
 	}
-	if ctx.Err() != nil {
-		// Told to stop: nobody is left to wait on the jobs.
-		s.StopAll()
+	if sig.Err() != nil {
+		s.StopAll() // and any job started since
 	}
 	s.Close()
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) && !errors.Is(err, mcp.ErrConnectionClosed) {

@@ -732,3 +732,23 @@ func TestMCPHTTPClientGone(t *testing.T) {
 	<-done
 	cs.Close()
 }
+
+func TestMCPSigtermStopsItsJobs(t *testing.T) {
+	e := newDaemonEnv(t)
+	cs, c, _ := mcpClientRaw(t, e)
+	done := make(chan *mcp.CallToolResult, 1)
+	pids := startTree(t, cs, context.Background(), 10, filepath.Join(t.TempDir(), "pids"), done)
+	start := time.Now()
+	c.Process.Signal(syscall.SIGTERM)
+	if !waitAllGone(pids, 10*time.Second) {
+		t.Fatal("the tree survived corral mcp's SIGTERM")
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.Wait() }()
+	select {
+	case err := <-exited:
+		t.Logf("SIGTERM: tree gone and corral mcp exited (%v) in %v", err, time.Since(start))
+	case <-time.After(10 * time.Second):
+		t.Fatal("corral mcp did not exit within 10s of SIGTERM")
+	}
+}
