@@ -70,6 +70,7 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	root.AddCommand(runCommand(stdin, stdout, stderr), reapCommand(stdout),
 		execCommand(stdin, stdout, stderr), lsCommand(stdout), killCommand(stdout), daemonCommand(stdout))
 	root.AddCommand(tlsCommand(stdout))
+	root.AddCommand(mcpCommand(stderr))
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0
