@@ -37,6 +37,10 @@ const Version = 1
 var ErrBadRecord = errors.New("bad record")
 
 // Record is the identity of one tree and of the process that owns it.
+// The tree's identity is corral.Identity itself, embedded so that its JSON
+// fields sit beside the owner's, as they always have: the file format is
+// unchanged, and there is no conversion to get wrong. Its BootID is the
+// owner's too (both run under the same boot).
 type Record struct {
 	Version int    `json:"version"`
 	ID      string `json:"id"`
@@ -44,17 +48,10 @@ type Record struct {
 	// tree is an orphan once it is gone.
 	OwnerPid   int    `json:"owner_pid"`
 	OwnerStart uint64 `json:"owner_start"`
-	BootID     string `json:"boot_id"`
 
-	Isolation string    `json:"isolation"`
-	Pid       int       `json:"pid"`
-	Pgid      int       `json:"pgid"`
-	StartTime uint64    `json:"start_time"`
-	Cgroup    string    `json:"cgroup,omitempty"`
-	Job       string    `json:"job,omitempty"`
-	Marker    string    `json:"marker"`
-	Argv      []string  `json:"argv"`
-	Created   time.Time `json:"created"`
+	corral.Identity
+	Argv    []string  `json:"argv"`
+	Created time.Time `json:"created"`
 }
 
 // recordOf is the record of the tree id running argv, owned by the calling
@@ -63,9 +60,7 @@ type Record struct {
 func recordOf(id corral.Identity, argv []string) *Record {
 	return &Record{
 		ID: strings.TrimPrefix(id.Marker, corral.MarkerEnv+"="), OwnerPid: os.Getpid(), OwnerStart: contain.SelfStart(),
-		BootID: id.BootID, Isolation: string(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
-		StartTime: id.StartTime, Cgroup: id.Cgroup, Job: id.Job, Marker: id.Marker,
-		Argv: argv, Created: time.Now().UTC(),
+		Identity: id, Argv: argv, Created: time.Now().UTC(),
 	}
 }
 
