@@ -395,3 +395,48 @@ func (id Identity) contain() contain.Identity {
 		StartTime: id.StartTime, BootID: id.BootID, Marker: id.Marker,
 	}
 }
+
+// Orphan is what is left of a recorded tree whose owner is gone, its root
+// running or not: the handle a reaper kills it through. Like Adopt, it
+// signals nothing that the identity does not prove to be part of the tree
+// (its cgroup; or its group, marker and the start times of its processes
+// under the same boot).
+type Orphan struct {
+	o  contain.Orphan
+	id Identity
+}
+
+// FindOrphan re-finds the tree named by id. It returns an error wrapping
+// ErrGone when nothing of it can be alive (recorded under another boot,
+// its cgroup gone), and ErrUnsupported where trees cannot be found again.
+func FindOrphan(id Identity) (*Orphan, error) {
+	o, err := contain.Adopt(id.contain())
+	if err != nil {
+		return nil, err
+	}
+	return &Orphan{o: o, id: id}, nil
+}
+
+// Identity is the identity the orphan was found by.
+func (o *Orphan) Identity() Identity { return o.id }
+
+// Members lists the tree's live processes.
+func (o *Orphan) Members() ([]int, error) { return o.o.Members() }
+
+// Kill kills every process of the tree, waits (up to a bound) until none
+// is left and removes what is left of the tree (its empty cgroup). An
+// error wrapping ErrKillFailed means the tree outlived SIGKILL; calling
+// Kill again is harmless.
+func (o *Orphan) Kill() error {
+	pids, err := o.o.Members()
+	if err != nil {
+		return err
+	}
+	if len(pids) > 0 {
+		kerr := o.o.Kill()
+		if err := o.o.WaitEmpty(killBound); err != nil {
+			return fmt.Errorf("%w: %w", ErrKillFailed, errors.Join(kerr, err))
+		}
+	}
+	return o.o.Remove()
+}

@@ -448,3 +448,91 @@ func TestTreeConcurrentStopWait(t *testing.T) {
 		}
 	})
 }
+
+func TestFindOrphanKillsWhatIsLeft(t *testing.T) {
+	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
+		dir := t.TempDir()
+		idFile := filepath.Join(dir, "id.json")
+		owner := helperCmd("starttree", string(iso), idFile,
+			"sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); wait")
+		owner.Env = append(owner.Env, mark)
+		if err := owner.Start(); err != nil {
+			t.Fatal(err)
+		}
+		a := testproc.PidFile(t, dir+"/a", 10*time.Second)
+		b := testproc.PidFile(t, dir+"/b", 10*time.Second)
+		// Past their exec of sleep: a process in the middle of an exec
+		// reads with an empty environment, so a scan by marker cannot
+		// tell it is the tree's (see the report on the pgroup backend).
+		waitExec(t, a, "sleep")
+		waitExec(t, b, "sleep")
+		var id corral.Identity
+		raw, err := os.ReadFile(idFile)
+		if err == nil {
+			err = json.Unmarshal(raw, &id)
+		}
+		owner.Process.Kill() // our own child, by pid
+		owner.Wait()
+		if err != nil {
+			t.Fatalf("no identity recorded: %v", err)
+		}
+		// The root dies too (by pid: it is ours, it carries our
+		// marker), leaving its descendants.
+		syscall.Kill(id.Pid, syscall.SIGKILL)
+		for deadline := time.Now().Add(5 * time.Second); testproc.Alive(id.Pid); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("root did not die")
+			}
+		}
+		if _, err := corral.Adopt(id); !errors.Is(err, corral.ErrGone) {
+			t.Fatalf("Adopt of a tree whose root is gone: %v, want ErrGone", err)
+		}
+		o, err := corral.FindOrphan(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids, err := o.Members()
+		if err != nil || !containsAll(pids, a, b) {
+			t.Fatalf("members %v (%v), want %d and %d", pids, err, a, b)
+		}
+		if err := o.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if testproc.Alive(a) || testproc.Alive(b) {
+			sa, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", a))
+			sb, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", b))
+			t.Fatalf("an orphan survived Kill: %s / %s", sa, sb)
+		}
+		if err := o.Kill(); err != nil {
+			t.Fatalf("second Kill: %v", err)
+		}
+	})
+}
+
+func containsAll(pids []int, want ...int) bool {
+	for _, w := range want {
+		found := false
+		for _, p := range pids {
+			found = found || p == w
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// waitExec waits until pid runs prog.
+func waitExec(t *testing.T, pid int, prog string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if strings.HasPrefix(string(b), prog+"\x00") && len(env) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d does not run %s: %q", pid, prog, b)
+		}
+	}
+}
