@@ -536,3 +536,52 @@ func waitExec(t *testing.T, pid int, prog string) {
 		}
 	}
 }
+
+// TestStopTermsEachProcessOnce: a graceful stop sends SIGTERM exactly once
+// to every process, in the tree's group (signalled as a group) and out of
+// it (setsid, signalled one by one): a second SIGTERM is what many
+// programs take as "quit now, skip the cleanup".
+func TestStopTermsEachProcessOnce(t *testing.T) {
+	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
+		dir := t.TempDir()
+		// Each process logs every SIGTERM it gets and goes on, so only
+		// the kill after the grace ends it. sleep runs in the
+		// background so the trap runs as soon as the signal comes.
+		body := func(name string) string {
+			return fmt.Sprintf(`trap 'echo %s >>%s/log' TERM; echo %s >>%s/up; while :; do sleep 0.05 & wait; done`, name, dir, name, dir)
+		}
+		script := fmt.Sprintf(`(%s) & (%s) & setsid sh -c '%s' & %s`,
+			body("g1"), body("g2"), strings.ReplaceAll(body("out"), "'", `'\''`), body("root"))
+		c := sh(iso, mark, script)
+		tree, err := c.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			b, _ := os.ReadFile(dir + "/up")
+			if len(strings.Fields(string(b))) == 4 {
+				break
+			}
+			if time.Now().After(deadline) {
+				tree.Stop(-1)
+				tree.Wait()
+				t.Fatalf("not all up: %q", b)
+			}
+		}
+		tree.Stop(700 * time.Millisecond)
+		r, _ := tree.Wait()
+		if r.Outcome != corral.OutcomeCancelled || r.KillFailed {
+			t.Fatalf("got %+v", r)
+		}
+		b, _ := os.ReadFile(dir + "/log")
+		got := map[string]int{}
+		for _, f := range strings.Fields(string(b)) {
+			got[f]++
+		}
+		for _, name := range []string{"root", "g1", "g2", "out"} {
+			if got[name] != 1 {
+				t.Errorf("%s got %d SIGTERMs, want 1 (log %q)", name, got[name], b)
+			}
+		}
+	})
+}

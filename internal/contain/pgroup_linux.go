@@ -325,9 +325,13 @@ func (t *pgroupTree) signalAll(sig unix.Signal) (int, error) {
 // member not sent one before.
 func (t *pgroupTree) Terminate() error {
 	var errs []error
+	groupTick, group := uint64(0), false
 	if len(t.termed) == 0 && !t.closed {
+		groupTick = bootTicks()
 		if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
 			errs = append(errs, fmt.Errorf("signal group %d: %w", t.ident.Pgid, err))
+		} else {
+			group = true
 		}
 	}
 	ms, err := t.scan()
@@ -338,7 +342,11 @@ func (t *pgroupTree) Terminate() error {
 	for _, m := range ms {
 		if !t.termed[m] {
 			t.termed[m] = true
-			fresh = append(fresh, m)
+			// One SIGTERM each: those the group signal reached get
+			// none of their own.
+			if !group || !gotGroupSignal(m.pid, t.ident.Pgid, groupTick) {
+				fresh = append(fresh, m)
+			}
 		}
 	}
 	if err := signalMembers(fresh, unix.SIGTERM); err != nil {
