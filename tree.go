@@ -60,7 +60,7 @@ type Tree struct {
 // whose Result has outcome start_failed (or cancelled, if ctx had already
 // ended: nothing ran then) and says why; nothing of the command runs.
 //
-// ctx (and Timeout, counted from Start) bound the run: if ctx ends before
+// ctx (and Timeout, counted from the call of Start) bound the run: if ctx ends before
 // the tree has settled, the tree is stopped as by Stop(Grace), and the
 // outcome is cancelled or timeout (see OutcomeOf). Ending ctx after the
 // tree has settled has no effect.
@@ -71,7 +71,14 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		res.Error = "cancelled before start: nothing ran"
 		return nil, &RunError{Result: res, Err: context.Cause(ctx)}
 	}
+	// Timeout counts from here, start included (an OnStart that hangs
+	// runs into it too), as it always has for Run.
+	var cancel context.CancelFunc = func() {}
+	if c.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
+	}
 	fail := func(err error) (*Tree, error) {
+		cancel()
 		_, rerr := StartFailed(res, err)
 		return nil, rerr
 	}
@@ -129,10 +136,6 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		closeAll(outR, errR)
 		res.StartedAt = time.Time{}
 		return fail(err)
-	}
-	var cancel context.CancelFunc = func() {}
-	if c.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
 	}
 	t := newTree(c, ctx, cancel, ct, res)
 	t.stdin = stdin
