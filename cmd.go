@@ -2,6 +2,7 @@ package corral
 
 import (
 	"io"
+	"os"
 	"time"
 
 	"github.com/corral-dev/corral/internal/contain"
@@ -91,6 +92,10 @@ type Cmd struct {
 	// it (it is still counted and timed).
 	Stdout io.Writer
 	Stderr io.Writer
+	// ExtraFiles are handed to the root as descriptors 3, 4, ... (Unix), as
+	// for os/exec: a command channel, say. The caller keeps them and may
+	// close its copies once Start has returned.
+	ExtraFiles []*os.File
 
 	// Timeout bounds the run; 0 means none (the context may still have a
 	// deadline).

@@ -117,7 +117,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		Argv:       c.Args,
 		Env:        env,
 		Dir:        c.Dir,
-		Files:      []*os.File{stdin, outW, errW},
+		Files:      append([]*os.File{stdin, outW, errW}, c.ExtraFiles...),
 		Marker:     MarkerEnv + "=" + newID(),
 		Foreground: c.Foreground,
 	}

@@ -585,3 +585,28 @@ func TestStopTermsEachProcessOnce(t *testing.T) {
 		}
 	})
 }
+
+func TestExtraFilesReachTheRoot(t *testing.T) {
+	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		c := sh(iso, mark, "echo through-3 >&3")
+		c.ExtraFiles = []*os.File{w}
+		tree, err := c.Start(context.Background())
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tree.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 64)
+		n, _ := r.Read(b)
+		if string(b[:n]) != "through-3\n" {
+			t.Fatalf("descriptor 3 carried %q", b[:n])
+		}
+	})
+}
