@@ -206,8 +206,8 @@ type cgroupTree struct {
 	// nor once some were released (they keep the group id).
 	ownGroup bool
 	// groupTermed: the group was sent SIGTERM at groupTick (clock ticks
-	// after boot); its members started by then need no signal of their
-	// own.
+	// after boot); its members started before then need no signal of
+	// their own.
 	groupTermed bool
 	groupTick   uint64
 	// zombie: the root is left unreaped when it exits, until Close.
@@ -293,14 +293,17 @@ func (t *cgroupTree) Terminate() error {
 	return terminateCgroup(t.dir, t.termed, inGroup)
 }
 
-// gotGroupSignal reports whether pid had the signal sent to group pgid at
-// tick: it is in the group and started no later than that (a child whose
-// fork was in flight then got it too: the kernel restarts such a fork). A
-// process started in the same tick counts as signalled; it can only be a
-// child forked by a signal handler at once, which is better left alone.
+// gotGroupSignal reports whether pid surely had the signal sent to group
+// pgid at tick: it is in the group and started in an earlier clock tick. A
+// child whose fork was in flight then got it too (the kernel restarts such
+// a fork), but one forked just after by a parent that had the signal
+// blocked (a shell blocks signals around fork) did not, and it starts in
+// the same tick or later: it gets a signal of its own. (A process started
+// in the same tick just before the group signal gets two; one forked just
+// after must not get none.)
 func gotGroupSignal(pid, pgid int, tick uint64) bool {
 	st, err := proc.ReadStat(pid)
-	return err == nil && st.Pgid == pgid && st.StartTime <= tick
+	return err == nil && st.Pgid == pgid && st.StartTime < tick
 }
 
 // bootTicks is the time now in the unit of a process's start time: clock
