@@ -200,16 +200,17 @@ type cgroupTree struct {
 	// termed holds the pids sent SIGTERM, so that a later Terminate
 	// signals only processes that appeared since.
 	termed map[int]bool
-	// ownGroup: the root is our child, kept an unreaped zombie until
-	// Close, so its process-group id cannot be reused and signalling the
-	// group reaches only the tree's processes. Not for an adopted tree,
-	// nor once some were released (they keep the group id).
+	// ownGroup: the group may be signalled (once, by Terminate): the
+	// root is our child, kept an unreaped zombie until Close, so its
+	// process-group id cannot be reused and signalling the group reaches
+	// only the tree's processes. Not for an adopted tree, nor once some
+	// were released (they keep the group id).
 	ownGroup bool
-	// groupTermed: the group was sent SIGTERM at groupTick (clock ticks
+	// groupSent: the group was sent SIGTERM at groupTick (clock ticks
 	// after boot); its members started before then need no signal of
 	// their own.
-	groupTermed bool
-	groupTick   uint64
+	groupSent bool
+	groupTick uint64
 	// zombie: the root is left unreaped when it exits, until Close.
 	zombie bool
 }
@@ -279,15 +280,15 @@ func (t *cgroupTree) Members() ([]int, error) { return cgroupProcs(t.dir) }
 // members outside the group (setsid, setpgid) are then signalled one by
 // one; those in the group are only marked (see gotGroupSignal).
 func (t *cgroupTree) Terminate() error {
-	var inGroup func(pid int) bool
 	if t.ownGroup {
-		if !t.groupTermed {
-			t.groupTick = bootTicks()
-			if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("signal group %d: %w", t.ident.Pgid, err)
-			}
-			t.groupTermed = true
-		}
+		t.ownGroup = false // once
+		tick := bootTicks()
+		if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err == nil || errors.Is(err, unix.ESRCH) {
+			t.groupSent, t.groupTick = true, tick
+		} // else none had it: each is signalled below
+	}
+	var inGroup func(pid int) bool
+	if t.groupSent {
 		inGroup = func(pid int) bool { return gotGroupSignal(pid, t.ident.Pgid, t.groupTick) }
 	}
 	return terminateCgroup(t.dir, t.termed, inGroup)

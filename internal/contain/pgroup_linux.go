@@ -96,6 +96,11 @@ type pgroupTree struct {
 	// termed holds the members sent SIGTERM, so that a later Terminate
 	// signals only processes that appeared since.
 	termed map[member]bool
+	// groupTermed: Terminate sent the group SIGTERM (once: an empty
+	// termed does not prove it did not), at groupTick if groupSent.
+	groupTermed bool
+	groupSent   bool
+	groupTick   uint64
 }
 
 func startPgroup(spec *Spec) (Tree, error) {
@@ -325,13 +330,13 @@ func (t *pgroupTree) signalAll(sig unix.Signal) (int, error) {
 // member not sent one before.
 func (t *pgroupTree) Terminate() error {
 	var errs []error
-	groupTick, group := uint64(0), false
-	if len(t.termed) == 0 && !t.closed {
-		groupTick = bootTicks()
+	if !t.groupTermed && !t.closed {
+		t.groupTermed = true
+		t.groupTick = bootTicks()
 		if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
 			errs = append(errs, fmt.Errorf("signal group %d: %w", t.ident.Pgid, err))
 		} else {
-			group = true
+			t.groupSent = true
 		}
 	}
 	ms, err := t.scan()
@@ -344,7 +349,7 @@ func (t *pgroupTree) Terminate() error {
 			t.termed[m] = true
 			// One SIGTERM each: those the group signal reached get
 			// none of their own.
-			if !group || !gotGroupSignal(m.pid, t.ident.Pgid, groupTick) {
+			if !t.groupSent || !gotGroupSignal(m.pid, t.ident.Pgid, t.groupTick) {
 				fresh = append(fresh, m)
 			}
 		}
