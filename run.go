@@ -74,7 +74,7 @@ func (t *Tree) settleDescendants() error {
 		}
 		if len(holders) > 0 {
 			res.StdioHeldBy = holders
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !isClosed(t.stopReq) {
 				res.Outcome = OutcomeStdioHeld
 			}
 			if err := tree.KillProcs(holders); err != nil {
@@ -277,4 +277,13 @@ func without(all, drop []int) []int {
 		}
 	}
 	return out
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

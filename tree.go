@@ -217,7 +217,9 @@ func (t *Tree) Wait() (*Result, error) {
 // first: the first reason to stop wins). If the root has already exited,
 // the outcome stays the root's own; descendants still being stopped are
 // killed once grace has passed, and under KeepDetached the wait for them
-// to let go of stdout and stderr ends.
+// to let go of stdout and stderr ends (those still holding them are
+// killed and listed in StdioHeldBy, the others released, as after the
+// drain bound).
 //
 // Stop may be called any number of times, from any goroutine, also
 // concurrently with Wait and after it: the first call's grace applies

@@ -610,3 +610,38 @@ func TestExtraFilesReachTheRoot(t *testing.T) {
 		}
 	})
 }
+
+func TestTreeStopEndsKeepDetachedDrain(t *testing.T) {
+	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
+		// The root exits at once; its child holds stdout, so KeepDetached
+		// would wait the whole 30 s drain bound for it to let go.
+		c := sh(iso, mark, "sleep 60 & echo $!")
+		c.Descendants = corral.KeepDetached
+		c.Drain = 30 * time.Second
+		w := newReadyOut()
+		c.Stdout = w
+		tree, err := c.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, w)
+		<-tree.Exited()
+		time.Sleep(100 * time.Millisecond)
+		tree.Stop(-1)
+		r, err := tree.Wait()
+		holder := pidsOf(t, w.String())
+		if err != nil || r.Outcome != corral.OutcomeExited || r.Duration > 20*time.Second {
+			t.Fatalf("got %+v, %v", r, err)
+		}
+		if len(holder) != 1 || len(r.StdioHeldBy) != 1 || r.StdioHeldBy[0] != holder[0] {
+			t.Fatalf("holder %v not named: %+v", holder, r)
+		}
+		// SIGKILLed; it may still be tearing itself down (its pipes
+		// close before it is a zombie).
+		for deadline := time.Now().Add(5 * time.Second); testproc.Alive(holder[0]); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("holder %d not killed", holder[0])
+			}
+		}
+	})
+}
