@@ -49,23 +49,26 @@ const (
 
 // Identity is what identifies a started tree durably: enough to find and
 // kill it after the process that started it is gone, and to prove that a
-// pid has not been reused.
+// pid has not been reused. It is the one durable shape of a tree's
+// identity: Result reports it, Cmd.OnStart is given it to record, Adopt
+// takes it back, and its JSON form (snake_case, the form run records have
+// always had) is what records store.
 type Identity struct {
-	Isolation Isolation
+	Isolation Isolation `json:"isolation"`
 	// Pid is the root's pid; Pgid its process group (== Pid).
-	Pid  int
-	Pgid int
+	Pid  int `json:"pid"`
+	Pgid int `json:"pgid"`
 	// Cgroup is the absolute path of the tree's cgroup, if it has one.
-	Cgroup string
+	Cgroup string `json:"cgroup,omitempty"`
 	// Job is the name of the tree's job object (Windows).
-	Job string
+	Job string `json:"job,omitempty"`
 	// StartTime is the root's start time in clock ticks after boot (field
 	// 22 of /proc/PID/stat); with BootID it names the root for ever.
-	StartTime uint64
-	BootID    string
+	StartTime uint64 `json:"start_time"`
+	BootID    string `json:"boot_id"`
 	// Marker is the NAME=value environment entry every process of the
 	// tree inherits.
-	Marker string
+	Marker string `json:"marker"`
 }
 
 // Cmd is a command to run as a contained tree. Set the fields, then call Run
@@ -89,6 +92,10 @@ type Cmd struct {
 	// it (it is still counted and timed).
 	Stdout io.Writer
 	Stderr io.Writer
+	// ExtraFiles are handed to the root as descriptors 3, 4, ... (Unix), as
+	// for os/exec: a command channel, say. The caller keeps them and may
+	// close its copies once Start has returned.
+	ExtraFiles []*os.File
 
 	// Timeout bounds the run; 0 means none (the context may still have a
 	// deadline).

@@ -49,6 +49,9 @@ func newRelay(start time.Time, limit int64, stdout, stderr *os.File, wout, werr 
 	// panic for writers of uncomparable types (a func, a slice).
 	shared := &sync.Mutex{}
 	for _, s := range rl.streams {
+		if s.r == nil {
+			continue // an adopted tree: its output is not ours
+		}
 		rl.wg.Add(1)
 		go rl.copy(s, shared)
 	}
@@ -128,7 +131,9 @@ func (rl *relay) eofWithin(d time.Duration, stop <-chan struct{}) bool {
 // ended.
 func (rl *relay) cut() {
 	for _, s := range rl.streams {
-		s.r.SetReadDeadline(time.Now())
+		if s.r != nil {
+			s.r.SetReadDeadline(time.Now())
+		}
 	}
 	<-rl.done
 }

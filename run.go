@@ -27,193 +27,11 @@ const MarkerEnv = "CORRAL_TREE"
 // one that moved itself out of our reach.
 const killBound = contain.KillBound
 
-// Run starts the command, waits until its whole tree is gone (or released
-// under KeepDetached) and returns the result. The result is never nil.
-// The error is nil only if the root exited 0 and no lifecycle failure
-// occurred; otherwise it is a *RunError.
-//
-// Cancelling ctx, or its deadline or Timeout passing, stops the tree: SIGTERM
-// to every process, then SIGKILL after Grace. Run returns after the tree is
-// gone in every case; each wait inside it is bounded.
-func (c *Cmd) Run(ctx context.Context) (*Result, error) {
-	res := &Result{ExitCode: -1, FirstOutput: -1}
-	if ctx.Err() != nil {
-		res.Outcome = outcomeOfCtx(ctx)
-		res.Error = "cancelled before start: nothing ran"
-		return res, &RunError{Result: res, Err: context.Cause(ctx)}
-	}
-	path, err := c.lookPath()
-	if err != nil {
-		return startFailed(res, err)
-	}
-	iso := contain.Isolation(c.Isolation)
-	if iso == contain.Auto || iso == "" {
-		iso = contain.Best()
-	}
-	if c.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.Timeout)
-		defer cancel()
-	}
-
-	// Pipes: the child's ends are closed here once it has started.
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return startFailed(res, err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return startFailed(res, err)
-	}
-	growPipe(outW)
-	growPipe(errW)
-	stdin, stdinDone, err := c.stdinFile()
-	if err != nil {
-		closeAll(outR, outW, errR, errW)
-		return startFailed(res, err)
-	}
-	env := c.Env
-	if env == nil {
-		env = os.Environ()
-	}
-	id := newID()
-	spec := &contain.Spec{
-		Path:       path,
-		Argv:       c.Args,
-		Env:        env,
-		Dir:        c.Dir,
-		Files:      []*os.File{stdin, outW, errW},
-		Marker:     MarkerEnv + "=" + id,
-		Foreground: c.Foreground,
-	}
-	if len(spec.Argv) == 0 {
-		spec.Argv = []string{c.Path}
-	}
-	if c.OnStart != nil {
-		spec.Hold = func(ci contain.Identity) error { return c.OnStart(publicIdentity(ci)) }
-	}
-	res.StartedAt = time.Now()
-	tree, err := contain.Start(iso, spec)
-	if err != nil && isENOEXEC(err) {
-		// A file the kernel cannot execute (a script without "#!"): run
-		// it with /bin/sh, as POSIX execvp does and as timeout, env and
-		// xargs therefore do. Nothing ran, so it is safe to start again.
-		spec.Path = "/bin/sh"
-		spec.Argv = append([]string{"sh", path}, spec.Argv[1:]...)
-		tree, err = contain.Start(iso, spec)
-	}
-	outW.Close()
-	errW.Close()
-	stdinDone(tree != nil)
-	if err != nil {
-		closeAll(outR, errR)
-		res.StartedAt = time.Time{}
-		return startFailed(res, err)
-	}
-	ident := tree.Identity()
-	res.Isolation = string(ident.Isolation)
-	res.Pid, res.Pgid, res.Cgroup = ident.Pid, ident.Pgid, ident.Cgroup
-
-	rl := newRelay(res.StartedAt, c.MaxOutput, outR, errR, c.Stdout, c.Stderr)
-	var lifecycle []error
-	var stopped Outcome // why corral stopped the tree before its root exited
-
-	select {
-	case <-tree.Exited():
-	case <-ctx.Done():
-		stopped = outcomeOfCtx(ctx)
-	case <-rl.limitHit:
-		stopped = OutcomeOutputLimit
-	}
-	if stopped != "" {
-		grace := c.grace()
-		if stopped == OutcomeOutputLimit {
-			grace = -1 // a flood gains nothing from a grace period
-		}
-		pids, err := stopTreeWith(tree, c.stopSignal(ctx, stopped), grace, c.Escalate)
-		if err != nil {
-			res.KillFailed = true
-			lifecycle = append(lifecycle, err)
-		}
-		res.ProcessesStopped = len(pids)
-		res.DescendantsKilled = len(without(pids, []int{ident.Pid}))
-		<-tree.Exited()
-	} else if err := c.settleDescendants(ctx, tree, rl, res); err != nil {
-		res.KillFailed = true
-		lifecycle = append(lifecycle, err)
-	}
-
-	// Drain what is left in the pipes. Every process of the tree is gone
-	// or released by now, so this waits only for data in flight, or for a
-	// process that escaped the tree (which the bound cuts off). While the
-	// pipes stay held, the tree is looked at again: a descendant that was
-	// in flight when it was last listed is stopped too.
-	if !c.drainOutput(tree, rl, res, stopped != "" || c.Descendants == KillDescendants) {
-		res.DrainCutOff = true
-		lifecycle = append(lifecycle, ErrDrainCutOff)
-	}
-	if err := tree.Close(); err != nil {
-		lifecycle = append(lifecycle, err)
-	}
-	if c.Foreground {
-		if err := contain.ReclaimTerminal(stdin); err != nil {
-			lifecycle = append(lifecycle, fmt.Errorf("take back the terminal: %w", err))
-		}
-	}
-	res.EndedAt = time.Now()
-	res.Duration = res.EndedAt.Sub(res.StartedAt)
-	res.FirstOutput = rl.firstOutput()
-	res.StdoutBytes = rl.streams[0].n.Load()
-	res.StderrBytes = rl.streams[1].n.Load()
-	if werr := rl.outputError(); werr != nil {
-		res.OutputError = werr.Error()
-	}
-
-	st := tree.Status()
-	if st.Signal != 0 {
-		res.Signal = st.Signal
-	} else {
-		res.ExitCode = st.Code
-	}
-	limitHit := false
-	select {
-	case <-rl.limitHit:
-		limitHit = true
-	default:
-	}
-	switch {
-	case stopped != "":
-		res.Outcome = stopped
-	case limitHit:
-		res.Outcome = OutcomeOutputLimit
-	case res.Outcome == OutcomeStdioHeld:
-	case st.Signal != 0:
-		res.Outcome = OutcomeSignaled
-	default:
-		res.Outcome = OutcomeExited
-	}
-	lerr := errors.Join(lifecycle...)
-	if lerr != nil {
-		res.Error = lerr.Error()
-	}
-	if res.Outcome == OutcomeExited && res.ExitCode == 0 && lerr == nil {
-		return res, nil
-	}
-	if lerr == nil && stopped != "" {
-		lerr = context.Cause(ctx)
-		if stopped == OutcomeOutputLimit {
-			lerr = nil
-		}
-	}
-	return res, &RunError{Result: res, Err: lerr}
-}
-
 // settleDescendants handles what is left of the tree after its root exited
 // by itself, by policy. It fills DescendantsKilled, Detached, StdioHeldBy and
 // the stdio_held outcome.
-func (c *Cmd) settleDescendants(ctx context.Context, tree contain.Tree, rl *relay, res *Result) error {
+func (t *Tree) settleDescendants() error {
+	c, ctx, tree, rl, res := t.c, t.ctx, t.tree, t.rl, t.res
 	members, err := tree.Members()
 	if err != nil {
 		// We cannot tell who is left: kill whatever is.
@@ -225,7 +43,7 @@ func (c *Cmd) settleDescendants(ctx context.Context, tree contain.Tree, rl *rela
 	if c.Descendants == KillDescendants {
 		res.DescendantsKilled = len(members)
 		res.ProcessesStopped = len(members)
-		esc, stop := escalation(ctx, rl, c.Escalate)
+		esc, stop := escalation(ctx.Done(), rl.limitHit, c.Escalate, t.kill)
 		defer stop()
 		return stopTree(tree, c.grace(), esc)
 	}
@@ -236,6 +54,7 @@ func (c *Cmd) settleDescendants(ctx context.Context, tree contain.Tree, rl *rela
 		select {
 		case <-ctx.Done():
 		case <-rl.limitHit:
+		case <-t.stopReq:
 		case <-stop:
 			return
 		}
@@ -258,7 +77,7 @@ func (c *Cmd) settleDescendants(ctx context.Context, tree contain.Tree, rl *rela
 		}
 		if len(holders) > 0 {
 			res.StdioHeldBy = holders
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !isClosed(t.stopReq) {
 				res.Outcome = OutcomeStdioHeld
 			}
 			if err := tree.KillProcs(holders); err != nil {
@@ -300,20 +119,23 @@ func (c *Cmd) drainOutput(tree contain.Tree, rl *relay, res *Result, recheck boo
 	}
 }
 
-// escalation returns a channel closed when the caller's context ends, the
-// output limit is hit, or esc is closed: any of them ends a grace period.
-// The caller calls stop once it no longer needs to know (the context may
-// never end): stop ends the goroutine that watches them and waits for it.
-func escalation(ctx context.Context, rl *relay, esc <-chan struct{}) (_ <-chan struct{}, stop func()) {
+// escalation returns a channel closed when any of the given channels is
+// closed (the caller's context ending, the output limit, the caller's
+// Escalate, a Stop's grace running out): any of them ends a grace period.
+// A nil channel never fires. The caller calls stop once it no longer needs
+// to know (none may ever fire): stop ends the goroutine that watches them
+// and waits for it.
+func escalation(a, b, c, d <-chan struct{}) (_ <-chan struct{}, stop func()) {
 	ch := make(chan struct{})
 	done := make(chan struct{})
 	exited := make(chan struct{})
 	go func() {
 		defer close(exited)
 		select {
-		case <-ctx.Done():
-		case <-rl.limitHit:
-		case <-esc:
+		case <-a:
+		case <-b:
+		case <-c:
+		case <-d:
 		case <-done:
 			return
 		}
@@ -461,40 +283,6 @@ func (c *Cmd) stdinFile() (*os.File, func(started bool), error) {
 	}
 }
 
-func startFailed(res *Result, err error) (*Result, error) {
-	res.Outcome = OutcomeStartFailed
-	switch {
-	case errors.Is(err, contain.ErrHold):
-		err = fmt.Errorf("%w: %w", ErrHook, err)
-	case errors.Is(err, ErrIsolation):
-		// Said already, and not the command's failure even if it wraps
-		// a permission error.
-	case errors.Is(err, contain.ErrUnsupported):
-		err = fmt.Errorf("%w: %w", ErrIsolation, err)
-	case errors.Is(err, fs.ErrNotExist):
-		err = fmt.Errorf("%w: %w", ErrNotFound, err)
-	case errors.Is(err, fs.ErrPermission) || isNoExec(err):
-		err = fmt.Errorf("%w: %w", ErrNotExec, err)
-	}
-	res.Error = err.Error()
-	return res, &RunError{Result: res, Err: err}
-}
-
-func outcomeOfCtx(ctx context.Context) Outcome {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return OutcomeTimeout
-	}
-	return OutcomeCancelled
-}
-
-func publicIdentity(ci contain.Identity) Identity {
-	return Identity{
-		Isolation: Isolation(ci.Isolation),
-		Pid:       ci.Pid, Pgid: ci.Pgid, Cgroup: ci.Cgroup, Job: ci.Job,
-		StartTime: ci.StartTime, BootID: ci.BootID, Marker: ci.Marker,
-	}
-}
-
 func newID() string {
 	var b [16]byte
 	rand.Read(b[:])
@@ -519,4 +307,13 @@ func without(all, drop []int) []int {
 		}
 	}
 	return out
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }

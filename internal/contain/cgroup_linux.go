@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral-dev/corral/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -199,6 +200,19 @@ type cgroupTree struct {
 	// termed holds the pids sent SIGTERM, so that a later Terminate
 	// signals only processes that appeared since.
 	termed map[int]bool
+	// ownGroup: the group may be signalled (once, by Terminate): the
+	// root is our child, kept an unreaped zombie until Close, so its
+	// process-group id cannot be reused and signalling the group reaches
+	// only the tree's processes. Not for an adopted tree, nor once some
+	// were released (they keep the group id).
+	ownGroup bool
+	// groupSent: the group was sent SIGTERM at groupTick (clock ticks
+	// after boot); its members started before then need no signal of
+	// their own.
+	groupSent bool
+	groupTick uint64
+	// zombie: the root is left unreaped when it exits, until Close.
+	zombie bool
 }
 
 func startCgroup(spec *Spec) (Tree, error) {
@@ -216,7 +230,7 @@ func startCgroup(spec *Spec) (Tree, error) {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	sys := &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
-	r, ident, err := forkExec(spec, sys, Identity{Isolation: Cgroup, Cgroup: dir}, false, nil)
+	r, ident, err := forkExec(spec, sys, Identity{Isolation: Cgroup, Cgroup: dir}, true, nil)
 	unix.Close(fd)
 	if err != nil && deniedEntry(err, spec) {
 		// clone3 was refused the move into the cgroup, not exec the
@@ -234,7 +248,7 @@ func startCgroup(spec *Spec) (Tree, error) {
 		}
 		return nil, err
 	}
-	return &cgroupTree{ident: ident, dir: dir, root: r, termed: map[int]bool{}}, nil
+	return &cgroupTree{ident: ident, dir: dir, root: r, termed: map[int]bool{}, ownGroup: true, zombie: true}, nil
 }
 
 // deniedEntry reports whether err, from starting spec in a cgroup, is the
@@ -256,8 +270,51 @@ func (t *cgroupTree) Status() Status          { return t.root.status }
 func (t *cgroupTree) Members() ([]int, error) { return cgroupProcs(t.dir) }
 
 // Terminate sends SIGTERM to every member not sent one before.
+//
+// The tree's process group, which holds most trees whole, is signalled
+// first with one kill(-pgid): the kernel signals every member in one pass
+// (and a fork in flight in the group is restarted so that its child gets
+// the signal too). Signalling them one by one instead lets each woken
+// process preempt the signaller to tear itself down, which made a graceful
+// stop of a 1000-process tree take 1.5 times as long as cgroup.kill. The
+// members outside the group (setsid, setpgid) are then signalled one by
+// one; those in the group are only marked (see gotGroupSignal).
 func (t *cgroupTree) Terminate() error {
-	return terminateCgroup(t.dir, t.termed)
+	if t.ownGroup {
+		t.ownGroup = false // once
+		tick := bootTicks()
+		if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err == nil || errors.Is(err, unix.ESRCH) {
+			t.groupSent, t.groupTick = true, tick
+		} // else none had it: each is signalled below
+	}
+	var inGroup func(pid int) bool
+	if t.groupSent {
+		inGroup = func(pid int) bool { return gotGroupSignal(pid, t.ident.Pgid, t.groupTick) }
+	}
+	return terminateCgroup(t.dir, t.termed, inGroup)
+}
+
+// gotGroupSignal reports whether pid surely had the signal sent to group
+// pgid at tick: it is in the group and started in an earlier clock tick. A
+// child whose fork was in flight then got it too (the kernel restarts such
+// a fork), but one forked just after by a parent that had the signal
+// blocked (a shell blocks signals around fork) did not, and it starts in
+// the same tick or later: it gets a signal of its own. (A process started
+// in the same tick just before the group signal gets two; one forked just
+// after must not get none.)
+func gotGroupSignal(pid, pgid int, tick uint64) bool {
+	st, err := proc.ReadStat(pid)
+	return err == nil && st.Pgid == pgid && st.StartTime < tick
+}
+
+// bootTicks is the time now in the unit of a process's start time: clock
+// ticks (USER_HZ, 100 on Linux) after boot, suspend included.
+func bootTicks() uint64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) != nil {
+		return 0 // nothing counts as signalled by the group
+	}
+	return uint64(ts.Nano()) / (1e9 / 100)
 }
 
 func (t *cgroupTree) Kill() error { return killCgroup(t.dir) }
@@ -269,6 +326,7 @@ func (t *cgroupTree) WaitEmpty(timeout time.Duration) error {
 // Release moves pids into the shared "released" cgroup beside the trees,
 // so the tree's own cgroup can be removed.
 func (t *cgroupTree) Release(pids []int) error {
+	t.ownGroup = false // the released keep the group id
 	rel := filepath.Join(filepath.Dir(t.dir), "released")
 	if err := os.Mkdir(rel, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("cgroup release: %w", err)
@@ -284,7 +342,7 @@ func (t *cgroupTree) Release(pids []int) error {
 }
 
 func (t *cgroupTree) Close() error {
-	t.root.reap(false)
+	t.root.reap(t.zombie)
 	return removeCgroup(t.dir)
 }
 
@@ -379,15 +437,18 @@ func killCgroup(dir string) error {
 // its parent got SIGTERM can appear after the rounds have ended; callers
 // therefore call it again while they wait (contain.Stop does), and done
 // keeps each process from being signalled twice.
-func terminateCgroup(dir string, done map[int]bool) error {
-	return terminateCgroupWith(dir, unix.SIGTERM, done)
+//
+// Members for which skip reports true are marked done without a signal of
+// their own (they had one already: their group's); skip may be nil.
+func terminateCgroup(dir string, done map[int]bool, skip func(pid int) bool) error {
+	return terminateCgroupWith(dir, unix.SIGTERM, done, skip)
 }
 
 // terminateCgroupWith is terminateCgroup sending sig.
-func terminateCgroupWith(dir string, sig unix.Signal, done map[int]bool) error {
+func terminateCgroupWith(dir string, sig unix.Signal, done map[int]bool, skip func(pid int) bool) error {
 	var errs []error
 	for round := 0; round < 4; round++ {
-		n, err := signalNew(dir, sig, done)
+		n, err := signalNew(dir, sig, done, skip)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -402,7 +463,7 @@ func terminateCgroupWith(dir string, sig unix.Signal, done map[int]bool) error {
 	// Signals sent while freezing is still under way are delivered on thaw
 	// all the same, so this wait is short and best effort.
 	waitCgroupEvent(dir, "frozen", "1", 100*time.Millisecond)
-	if _, err := signalNew(dir, sig, done); err != nil {
+	if _, err := signalNew(dir, sig, done, skip); err != nil {
 		errs = append(errs, err)
 	}
 	if err := os.WriteFile(freeze, []byte("0"), 0); err != nil {
@@ -416,7 +477,9 @@ func terminateCgroupWith(dir string, sig unix.Signal, done map[int]bool) error {
 // pidfd opened between two listings of cgroup.procs, and only if its pid is
 // in both: a pid reused by a foreign process after the first listing is in
 // no listing of ours after it, so the pidfd of a stranger is never used.
-func signalNew(dir string, sig unix.Signal, done map[int]bool) (int, error) {
+// Those for which skip (if not nil) reports true are marked done, not
+// signalled, and not counted.
+func signalNew(dir string, sig unix.Signal, done map[int]bool, skip func(pid int) bool) (int, error) {
 	first, err := cgroupProcs(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -430,6 +493,9 @@ func signalNew(dir string, sig unix.Signal, done map[int]bool) (int, error) {
 			continue
 		}
 		done[pid] = true
+		if skip != nil && skip(pid) {
+			continue
+		}
 		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
 			fds[pid] = fd
 		}
@@ -536,7 +602,7 @@ func (t *cgroupTree) KillProcs(pids []int) error {
 	for _, p := range pids {
 		delete(done, p)
 	}
-	_, err = signalNew(t.dir, unix.SIGKILL, done)
+	_, err = signalNew(t.dir, unix.SIGKILL, done, nil)
 	return err
 }
 

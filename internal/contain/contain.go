@@ -7,10 +7,12 @@
 //   - cgroup (Linux, cgroup v2 writable by us): the root is cloned straight
 //     into a fresh cgroup (clone3 CLONE_INTO_CGROUP), so it and everything it
 //     forks are inside before their first instruction; setsid and double forks
-//     cannot leave. Stop is SIGTERM to every member in rounds until no new
-//     member appears (freezing the cgroup for a last round if forks keep
-//     coming); kill is cgroup.kill; settled is "populated 0" in
-//     cgroup.events, watched with inotify.
+//     cannot leave. Stop is SIGTERM to the root's process group in one
+//     kill (the root is kept an unreaped zombie until Close, so the group
+//     id cannot be reused), then to every other member in rounds until no
+//     new member appears (freezing the cgroup for a last round if forks
+//     keep coming); each process gets one SIGTERM. Kill is cgroup.kill;
+//     settled is "populated 0" in cgroup.events, watched with inotify.
 //   - pgroup (Linux without a usable cgroup): a new process group, the calling
 //     process a child subreaper so orphans come back to it, and descendants
 //     found by group, by ancestry and by the tree's environment marker. Every

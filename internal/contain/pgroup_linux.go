@@ -105,6 +105,15 @@ type pgroupTree struct {
 	// termed holds the members sent SIGTERM, so that a later Terminate
 	// signals only processes that appeared since.
 	termed map[member]bool
+	// groupTermed: Terminate sent the group SIGTERM (once: an empty
+	// termed does not prove it did not), at groupTick if groupSent.
+	groupTermed bool
+	groupSent   bool
+	groupTick   uint64
+	// sigGroup*: the same for the first signal of a StopWith with
+	// another signal than SIGTERM (terminateWith).
+	sigGroupDone, sigGroupSent bool
+	sigGroupTick               uint64
 }
 
 func startPgroup(spec *Spec) (Tree, error) {
@@ -490,9 +499,13 @@ func (t *pgroupTree) signalAll(sig unix.Signal) (int, error) {
 // member not sent one before.
 func (t *pgroupTree) Terminate() error {
 	var errs []error
-	if len(t.termed) == 0 && !t.closed {
+	if !t.groupTermed && !t.closed {
+		t.groupTermed = true
+		t.groupTick = bootTicks()
 		if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err != nil && !errors.Is(err, unix.ESRCH) {
 			errs = append(errs, fmt.Errorf("signal group %d: %w", t.ident.Pgid, err))
+		} else {
+			t.groupSent = true
 		}
 	}
 	ms, err := t.scan()
@@ -503,7 +516,11 @@ func (t *pgroupTree) Terminate() error {
 	for _, m := range ms {
 		if !t.termed[m] {
 			t.termed[m] = true
-			fresh = append(fresh, m)
+			// One SIGTERM each: those the group signal reached get
+			// none of their own.
+			if !t.groupSent || !gotGroupSignal(m.pid, t.ident.Pgid, t.groupTick) {
+				fresh = append(fresh, m)
+			}
 		}
 	}
 	if err := signalMembers(fresh, unix.SIGTERM); err != nil {

@@ -38,6 +38,10 @@ const Version = 1
 var ErrBadRecord = errors.New("bad record")
 
 // Record is the identity of one tree and of the process that owns it.
+// The tree's identity is corral.Identity itself, embedded so that its JSON
+// fields sit beside the owner's, as they always have: the file format is
+// unchanged, and there is no conversion to get wrong. Its BootID is the
+// owner's too (both run under the same boot).
 type Record struct {
 	Version int    `json:"version"`
 	ID      string `json:"id"`
@@ -45,24 +49,18 @@ type Record struct {
 	// tree is an orphan once it is gone.
 	OwnerPid   int    `json:"owner_pid"`
 	OwnerStart uint64 `json:"owner_start"`
-	BootID     string `json:"boot_id"`
 
-	Isolation string    `json:"isolation"`
-	Pid       int       `json:"pid"`
-	Pgid      int       `json:"pgid"`
-	StartTime uint64    `json:"start_time"`
-	Cgroup    string    `json:"cgroup,omitempty"`
-	Job       string    `json:"job,omitempty"`
-	Marker    string    `json:"marker"`
-	Argv      []string  `json:"argv"`
-	Created   time.Time `json:"created"`
+	corral.Identity
+	Argv    []string  `json:"argv"`
+	Created time.Time `json:"created"`
 	// Adopted lists processes the owner held as the tree's only because
 	// they were reparented to it (contain.Adopted), as last seen while
 	// it ran: once the owner is gone nothing else links them to the tree.
 	Adopted []contain.Proc `json:"adopted,omitempty"`
 }
 
-// identity is the tree's identity as contain knows it.
+// identity is the tree's identity as contain knows it (reap hands it to
+// contain.AdoptWith with the adopted processes).
 func (r *Record) identity() contain.Identity {
 	return contain.Identity{
 		Isolation: contain.Isolation(r.Isolation),
@@ -77,9 +75,7 @@ func (r *Record) identity() contain.Identity {
 func recordOf(id corral.Identity, argv []string) *Record {
 	return &Record{
 		ID: strings.TrimPrefix(id.Marker, corral.MarkerEnv+"="), OwnerPid: os.Getpid(), OwnerStart: contain.SelfStart(),
-		BootID: id.BootID, Isolation: string(id.Isolation), Pid: id.Pid, Pgid: id.Pgid,
-		StartTime: id.StartTime, Cgroup: id.Cgroup, Job: id.Job, Marker: id.Marker,
-		Argv: argv, Created: time.Now().UTC(),
+		Identity: id, Argv: argv, Created: time.Now().UTC(),
 	}
 }
 
@@ -126,7 +122,7 @@ func (t *Tracker) OnStart(id corral.Identity) error {
 	if err := t.store.Write(r); err != nil {
 		return err
 	}
-	if contain.CanAdopt() && r.Isolation == string(contain.Pgroup) {
+	if contain.CanAdopt() && string(r.Isolation) == string(contain.Pgroup) {
 		t.mu.Lock()
 		t.rec = r
 		t.mu.Unlock()

@@ -1,18 +1,20 @@
 package record
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
 func TestWriteListRemove(t *testing.T) {
 	s := Store{Dir: testproc.TempDir(t)}
-	r := &Record{ID: "abc", OwnerPid: 1, Isolation: "cgroup", Pid: 5, Pgid: 5, StartTime: 9, Argv: []string{"sh"}}
+	r := &Record{ID: "abc", OwnerPid: 1, Identity: corral.Identity{Isolation: "cgroup", Pid: 5, Pgid: 5, StartTime: 9}, Argv: []string{"sh"}}
 	if err := s.Write(r); err != nil {
 		t.Fatal(err)
 	}
@@ -71,5 +73,50 @@ func TestStaleTempsRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Error("a write in flight was removed")
+	}
+}
+
+// TestRecordFormatUnchanged: a record as corrals before the embedded
+// corral.Identity wrote it reads back field for field, and one written now
+// has the same keys.
+func TestRecordFormatUnchanged(t *testing.T) {
+	dir := testproc.TempDir(t)
+	old := `{"version":1,"id":"abc","owner_pid":7,"owner_start":11,"boot_id":"b-1",` +
+		`"isolation":"cgroup","pid":5,"pgid":5,"start_time":9,"cgroup":"/sys/fs/cgroup/corral/t-abc",` +
+		`"marker":"CORRAL_TREE=abc","argv":["sh"],"created":"2026-01-02T03:04:05Z"}`
+	if err := os.WriteFile(filepath.Join(dir, "abc.json"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := Store{Dir: dir}
+	recs, errs := s.List()
+	if len(errs) > 0 || len(recs) != 1 {
+		t.Fatalf("list: %v %v", recs, errs)
+	}
+	want := corral.Identity{Isolation: corral.IsolationCgroup, Pid: 5, Pgid: 5, StartTime: 9,
+		Cgroup: "/sys/fs/cgroup/corral/t-abc", BootID: "b-1", Marker: "CORRAL_TREE=abc"}
+	if r := recs[0]; r.Identity != want || r.OwnerPid != 7 || r.OwnerStart != 11 || len(r.Argv) != 1 {
+		t.Fatalf("read %+v, want identity %+v", r, want)
+	}
+	if err := s.Write(recs[0]); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "abc.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, was map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal([]byte(old), &was)
+	for k := range was {
+		if _, ok := got[k]; !ok {
+			t.Errorf("key %q no longer written: %s", k, b)
+		}
+	}
+	for k := range got {
+		if _, ok := was[k]; !ok {
+			t.Errorf("new key %q written: %s", k, b)
+		}
 	}
 }
