@@ -252,7 +252,11 @@ func TestGracefulStopOfAForkingTree(t *testing.T) {
 		if r.Outcome != corral.OutcomeTimeout || r.KillFailed || r.Signal != int(syscall.SIGKILL) {
 			t.Fatalf("got %+v, %v", r, err)
 		}
-		if el := time.Since(start); el > 10*time.Second {
+		// A bound against a stop that never ends, not a speed goal (the
+		// Cancel benchmarks measure that): under pgroup every member of
+		// the 3000 is stopped before any is killed, which took 12 s under
+		// the race detector on a loaded machine.
+		if el := time.Since(start); el > 30*time.Second {
 			t.Fatalf("took %v", el)
 		}
 		if left := testproc.Survivors(mark); len(left) > 0 {
