@@ -782,66 +782,89 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 
 // fifo feeds a command's stdin through a named pipe in the session's
 // private directory.
+//
+// Both of our ends are open before the command line is sent, and opening
+// them never waits: a reader first (opening a FIFO for reading with
+// O_NONBLOCK needs no writer), then the writer (which then has a reader).
+// So a failure to open ours (EMFILE on a daemon out of descriptors) fails
+// the command before the shell is told anything, instead of leaving the
+// shell in open(2) for ever, and the shell's own open, in the command's
+// redirection, finds a writer at once. Our reader reads nothing: it is
+// there so that the writer has a reader until the shell opens its end.
+// Once the caller's input is all written, ours is closed, and the writer
+// is closed (end of file for the command) as soon as the shell holds its
+// reading end: a shell opening a FIFO whose writers are all gone would
+// wait in open(2) for another.
 type fifo struct {
 	path string
-	done chan struct{}
+	stop chan struct{} // closed by close
 
-	// mu guards w, the writing end once it is open.
-	mu     sync.Mutex
-	w      *os.File
-	closed bool
+	// mu guards our ends, nil once closed.
+	mu   sync.Mutex
+	r, w *os.File
 }
 
-func newFifo(path string, r io.Reader) (*fifo, error) {
+func newFifo(path string, src io.Reader) (*fifo, error) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		return nil, fmt.Errorf("session: stdin fifo: %w", err)
 	}
-	f := &fifo{path: path, done: make(chan struct{})}
-	go func() {
-		defer close(f.done)
-		w, err := os.OpenFile(path, os.O_WRONLY, 0) // waits for the shell to open it
-		if err != nil {
-			return
-		}
-		f.mu.Lock()
-		if f.closed {
-			f.mu.Unlock()
-			w.Close()
-			return
-		}
-		f.w = w
-		f.mu.Unlock()
-		io.Copy(w, r) // EPIPE when the command stops reading is not its failure
-		f.mu.Lock()
-		if !f.closed {
-			f.closed = true
-			w.Close()
-		}
-		f.mu.Unlock()
-	}()
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("session: stdin fifo: %w", err)
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		r.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("session: stdin fifo: %w", err)
+	}
+	f := &fifo{path: path, r: r, w: w, stop: make(chan struct{})}
+	go f.feed(w, src)
 	return f, nil
 }
 
-// close ends the command's stdin: it closes the writing end (the command,
-// if it still reads, gets end of file), releases the writer if the shell
-// never opened the FIFO (the command was cancelled before its redirection),
-// and removes the FIFO. The copy from the caller's reader may go on until
-// that reader returns.
-func (f *fifo) close() {
+// feed copies src to the FIFO, then ends the command's input once the
+// shell has its reading end open.
+func (f *fifo) feed(w *os.File, src io.Reader) {
+	_, err := io.Copy(w, src) // EPIPE when the command stops reading is not its failure
+	f.closeEnd(&f.r)
+	if err == nil {
+		// A writer that opens without waiting finds a reader: now that
+		// ours is closed, the shell's.
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for d := 50 * time.Microsecond; ; d = min(2*d, 10*time.Millisecond) {
+			select {
+			case <-f.stop:
+				return
+			case <-t.C:
+			}
+			if p, err := os.OpenFile(f.path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0); err == nil {
+				p.Close()
+				break
+			}
+			t.Reset(d)
+		}
+	}
+	f.closeEnd(&f.w)
+}
+
+func (f *fifo) closeEnd(end **os.File) {
 	f.mu.Lock()
-	if !f.closed {
-		f.closed = true
-		if f.w != nil {
-			f.w.Close()
-		}
+	defer f.mu.Unlock()
+	if *end != nil {
+		(*end).Close()
+		*end = nil
 	}
-	f.mu.Unlock()
-	select {
-	case <-f.done:
-	default:
-		if r, err := os.OpenFile(f.path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-			r.Close()
-		}
-	}
+}
+
+// close ends the command's stdin: it closes our ends (the command, if it
+// still reads, gets end of file) and removes the FIFO. The copy from the
+// caller's reader may go on until that reader returns.
+func (f *fifo) close() {
+	close(f.stop)
+	f.closeEnd(&f.w)
+	f.closeEnd(&f.r)
 	os.Remove(f.path)
 }
