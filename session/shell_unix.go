@@ -71,10 +71,10 @@ type shell struct {
 	fifos    Fifos // a held shell's FIFOs, as made for it
 	proto    protocol
 
-	// xtrace: the last command left xtrace on (its function turned it
-	// off); evalFn: it defined a function named eval. Only the holder of
-	// the session's turn uses them.
-	xtrace, evalFn bool
+	// xtrace, verbose: the last command left xtrace or verbose on (its
+	// function turned them off); evalFn: it defined a function named
+	// eval. Only the holder of the session's turn uses them.
+	xtrace, verbose, evalFn bool
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -307,7 +307,9 @@ func (sh *shell) readStream(i int) {
 //	F NONCE $?
 //
 // or, when the last command left xtrace on, with "'set -x;' " before the
-// code and the second line "{ F NONCE $? 9;} 9>&2 2>&-".
+// code and the second line "{ F NONCE $? 9;} 9>&2 2>&-"; when it left
+// verbose on, the code's word starts with "set -v" (or "set -xv") and a
+// newline.
 //
 // eval runs the code in the shell itself (so cd and export stick), and
 // nothing the code contains (a heredoc, a quote, a syntax error) can reach
@@ -326,14 +328,20 @@ func (sh *shell) readStream(i int) {
 // the marker, and the sink cuts it there (sink.trace). If such a group
 // cannot start because the command closed its stderr, the shell waits for
 // input unanswered, as above.
+// F turns verbose off too, for the same reason: a line is echoed when it
+// is read, so the next command's line is read unechoed, and the "set -v"
+// line that starts its eval, then each line of the code, are read by
+// eval's parser after verbose is on again: bash echoes the code's lines,
+// and only those, as a script's. The marker line is read (and echoed)
+// after the code, while verbose is on; that echo starts with the trace
+// text the sink cuts (sink.trace). dash does not echo what eval runs, so
+// under dash set -v echoes nothing of a command; the code's first line
+// counts as its second in LINENO while verbose is on.
 // Lines are short on purpose: bash reads commands from a pipe one byte per
 // system call, and the functions' bodies stay straight (a case costs bash
 // about 4 us).
 //
-// What a command can still see or break: a DEBUG trap fires for both
-// lines (bash resets it inside functions, so F can neither read nor clear
-// it, and anything that could runs as a command the trap fires for); set
-// -v echoes both lines as bash reads them; with BASH_XTRACEFD set, the
+// What a command can still see or break: with BASH_XTRACEFD set, the
 // trace of F's call goes to that descriptor; a PS4 other than the default
 // form stays before the cut trace in the command that turned xtrace on;
 // an alias named { (bash with expand_aliases, dash always) replaces the
@@ -341,6 +349,34 @@ func (sh *shell) readStream(i int) {
 // and an xtrace that F turned off is not turned on again after Attach
 // (the new owner does not know it was on). PWD is not trusted: exec checks
 // it against /proc (trueCwd).
+//
+// DEBUG and ERR traps (bash; dash has neither) see corral's lines, and
+// this cannot be helped without costing every command a fork. A DEBUG
+// trap fires for every simple command read at top level, so it fires for
+// the eval (BASH_COMMAND is the eval line) and for F's call (BASH_COMMAND
+// holds the nonce, so a DEBUG trap can forge the command's end), besides
+// the code's own commands. An ERR trap fires for the failing command, and
+// again for the eval, which returns its status. Measured in bash 5.2:
+//   - inside a function the DEBUG and ERR traps are reset (trap -p prints
+//     nothing; trap - DEBUG there is undone when it returns), unless
+//     functrace (set -T, extdebug) or the function's trace attribute
+//     (declare -ft) is on, and then the trap also fires on entry and for
+//     each of the function's commands: F can neither see nor clear them;
+//   - the DEBUG trap fires for the commands of a signal, ERR or EXIT
+//     trap's action; PROMPT_COMMAND is never run in a shell that is not
+//     interactive; RETURN traps run only for functions that trace and
+//     for sourced files, whose "." fires DEBUG itself;
+//   - ERR's exemptions (&&, ||, !, if, while) reach into eval, changing
+//     set -e and ERR inside the code, so the eval cannot be exempted
+//     alone;
+//   - the one top-level construct found that runs code without firing
+//     DEBUG is a command substitution in the redirection of a compound
+//     command ({ f() { :; }; } 8>&$(...), or a process substitution):
+//     it forks, about 1 ms against 33 us for a call of F (2000 of each
+//     in a loop), for every command, and a DEBUG trap would still fire
+//     for the eval; without eval the code would be plain input lines,
+//     where a here-document or an unterminated quote eats the marker.
+// TestTrapsSeeCorralsLines pins what remains.
 //
 // No command may read or write the command channel on descriptor 3 (the
 // shell reads its commands through a close-on-exec copy of its own). A
@@ -399,7 +435,7 @@ func (p protocol) prelude(held bool) string {
 		bi, ex = "command ", ""
 		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	}
-	tail := ex + "set +x; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
+	tail := ex + "set +xv; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
 	b.WriteString(p.fn + "() { " + head + tail)
 	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
 	if p.kind == bashProto {
@@ -412,16 +448,29 @@ func (p protocol) prelude(held bool) string {
 // says the last command left xtrace on, unsetEval that it defined a
 // function named eval.
 func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace, unsetEval bool) string {
+	return p.commandLineV(code, nonce, stdin, trackEnv, held, xtrace, false, unsetEval)
+}
+
+// commandLineV is commandLine, with verbose saying that the last command
+// left verbose on.
+func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
 	var b strings.Builder
-	b.Grow(len(code) + 48 + len(p.fn))
+	b.Grow(len(code) + 56 + len(p.fn))
 	if unsetEval {
 		b.WriteString("\\builtin unset -f eval;")
 	}
 	b.WriteString("\\eval ")
-	if xtrace {
+	switch {
+	case verbose && xtrace:
+		b.WriteString(quote("set -xv\n" + code))
+	case verbose:
+		b.WriteString(quote("set -v\n" + code))
+	case xtrace:
 		b.WriteString("'set -x;' ")
+		b.WriteString(quote(code))
+	default:
+		b.WriteString(quote(code))
 	}
-	b.WriteString(quote(code))
 	if stdin != "" {
 		b.WriteString(" <")
 		b.WriteString(quote(stdin))
@@ -513,7 +562,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 			res.OutputError = werr.Error()
 		}
 	}
-	if _, err := sh.ctl.Write([]byte(sh.proto.commandLine(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.evalFn))); err != nil {
+	if _, err := sh.ctl.Write([]byte(sh.proto.commandLineV(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn))); err != nil {
 		// Nothing of the command reached the shell: it is gone.
 		sh.dead.Store(true)
 		finish()
@@ -615,6 +664,7 @@ wait:
 	finish()
 	if flags, evalFn, ok := k.shellFlags(); ok {
 		sh.xtrace, sh.evalFn = strings.IndexByte(flags, 'x') >= 0, evalFn
+		sh.verbose = strings.IndexByte(flags, 'v') >= 0
 		if evalFn {
 			res.Error = joinErr(res.Error, "the command defined a function named eval, which would receive every later command instead of the shell's eval: corral removes it before the next command")
 		}
