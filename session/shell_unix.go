@@ -346,8 +346,8 @@ func (sh *shell) readStream(i int) {
 // form stays before the cut trace in the command that turned xtrace on;
 // an alias named { (bash with expand_aliases, dash always) replaces the
 // group's brace, which makes that marker line a syntax error;
-// and an xtrace that F turned off is not turned on again after Attach
-// (the new owner does not know it was on). PWD is not trusted: exec checks
+// and an xtrace or verbose that F turned off is not turned on again
+// after Attach (the new owner does not know it was on). PWD is not trusted: exec checks
 // it against /proc (trueCwd).
 //
 // DEBUG and ERR traps (bash; dash has neither) see corral's lines, and
