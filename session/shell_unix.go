@@ -334,9 +334,12 @@ func (sh *shell) readStream(i int) {
 // eval's parser after verbose is on again: bash echoes the code's lines,
 // and only those, as a script's. The marker line is read (and echoed)
 // after the code, while verbose is on; that echo starts with the trace
-// text the sink cuts (sink.trace). dash does not echo what eval runs, so
-// under dash set -v echoes nothing of a command; the code's first line
-// counts as its second in LINENO while verbose is on.
+// text the sink cuts (sink.trace). The code's first line counts as its
+// second in LINENO while verbose is on. dash does not echo what eval
+// runs: there F leaves verbose on, dash echoes the whole eval line as it
+// reads it, before the code runs, and the sink gives the command the
+// code's own lines in its place (echoedLine, sink.echo); what differs
+// from a script is only that all of them come before the code's output.
 // Lines are short on purpose: bash reads commands from a pipe one byte per
 // system call, and the functions' bodies stay straight (a case costs bash
 // about 4 us).
@@ -435,7 +438,11 @@ func (p protocol) prelude(held bool) string {
 		bi, ex = "command ", ""
 		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	}
-	tail := ex + "set +xv; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
+	off := "set +xv; "
+	if p.kind == posixProto {
+		off = "set +x; " // dash's verbose stays on: see echoedLine
+	}
+	tail := ex + off + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
 	b.WriteString(p.fn + "() { " + head + tail)
 	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
 	if p.kind == bashProto {
@@ -460,6 +467,9 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 		b.WriteString("\\builtin unset -f eval;")
 	}
 	b.WriteString("\\eval ")
+	if p.kind == posixProto {
+		verbose = false // still on: the shell echoes this line (echoedLine)
+	}
 	switch {
 	case verbose && xtrace:
 		b.WriteString(quote("set -xv\n" + code))
@@ -491,6 +501,21 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 		b.WriteString(" $?\n")
 	}
 	return b.String()
+}
+
+// echoedLine is what a POSIX shell under set -v echoes of a command
+// line as it reads it (its eval line, up to the marker line), and what
+// the sink gives the command in its place: the code's own lines. dash
+// does not echo what eval runs, so its verbose stays on between commands
+// and the echo of corral's line is replaced; the code's lines are then
+// all echoed before it runs, not each as it is reached.
+func echoedLine(line, code string) (echo, as []byte) {
+	end := strings.LastIndexByte(strings.TrimSuffix(line, "\n"), '\n') + 1
+	as = []byte(code)
+	if len(code) > 0 && !strings.HasSuffix(code, "\n") {
+		as = append(as, '\n')
+	}
+	return []byte(line[:end]), as
 }
 
 // call is the name of the function that ends a command.
@@ -543,6 +568,10 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		stdin = in.path
 	}
+	line := sh.proto.commandLineV(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn)
+	if sh.verbose && sh.proto.kind == posixProto {
+		k.echo, k.echoAs = echoedLine(line, code)
+	}
 	sh.mu.Lock()
 	sh.cur = k
 	sh.mu.Unlock()
@@ -562,7 +591,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 			res.OutputError = werr.Error()
 		}
 	}
-	if _, err := sh.ctl.Write([]byte(sh.proto.commandLineV(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn))); err != nil {
+	if _, err := sh.ctl.Write([]byte(line)); err != nil {
 		// Nothing of the command reached the shell: it is gone.
 		sh.dead.Store(true)
 		finish()
