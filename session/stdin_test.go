@@ -107,3 +107,30 @@ func TestStdinWholeAndInTime(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkExecStdin: Exec("cat") fed four bytes on a warm session; the
+// stdin path makes a FIFO and opens our ends of it for each command.
+func BenchmarkExecStdin(b *testing.B) {
+	for _, v := range []string{"bash", "dash-held"} {
+		b.Run(v, func(b *testing.B) {
+			sh, held := strings.CutSuffix(v, "-held")
+			cfg := Config{Shell: sh, Dir: os.TempDir()}
+			if held {
+				cfg.HoldDir = b.TempDir()
+				os.Chmod(cfg.HoldDir, 0o700) // a HoldDir must be private
+			}
+			s, err := New(cfg)
+			if err != nil {
+				b.Skip(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := s.Exec(ctx, "cat", Options{Stdin: strings.NewReader("abc\n"), Stdout: io.Discard}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
