@@ -71,10 +71,10 @@ type shell struct {
 	fifos    Fifos // a held shell's FIFOs, as made for it
 	proto    protocol
 
-	// xtrace: the last command left xtrace on (its function turned it
-	// off); evalFn: it defined a function named eval. Only the holder of
-	// the session's turn uses them.
-	xtrace, evalFn bool
+	// xtrace, verbose: the last command left xtrace or verbose on (its
+	// function turned them off); evalFn: it defined a function named
+	// eval. Only the holder of the session's turn uses them.
+	xtrace, verbose, evalFn bool
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -307,7 +307,9 @@ func (sh *shell) readStream(i int) {
 //	F NONCE $?
 //
 // or, when the last command left xtrace on, with "'set -x;' " before the
-// code and the second line "{ F NONCE $? 9;} 9>&2 2>&-".
+// code and the second line "{ F NONCE $? 9;} 9>&2 2>&-"; when it left
+// verbose on, the code's word starts with "set -v" (or "set -xv") and a
+// newline.
 //
 // eval runs the code in the shell itself (so cd and export stick), and
 // nothing the code contains (a heredoc, a quote, a syntax error) can reach
@@ -326,21 +328,58 @@ func (sh *shell) readStream(i int) {
 // the marker, and the sink cuts it there (sink.trace). If such a group
 // cannot start because the command closed its stderr, the shell waits for
 // input unanswered, as above.
+// F turns verbose off too, for the same reason: a line is echoed when it
+// is read, so the next command's line is read unechoed, and the "set -v"
+// line that starts its eval, then each line of the code, are read by
+// eval's parser after verbose is on again: bash echoes the code's lines,
+// and only those, as a script's. The marker line is read (and echoed)
+// after the code, while verbose is on; that echo starts with the trace
+// text the sink cuts (sink.trace). The code's first line counts as its
+// second in LINENO while verbose is on. dash does not echo what eval
+// runs: there F leaves verbose on, dash echoes the whole eval line as it
+// reads it, before the code runs, and the sink gives the command the
+// code's own lines in its place (echoedLine, sink.echo); what differs
+// from a script is only that all of them come before the code's output.
 // Lines are short on purpose: bash reads commands from a pipe one byte per
 // system call, and the functions' bodies stay straight (a case costs bash
 // about 4 us).
 //
-// What a command can still see or break: a DEBUG trap fires for both
-// lines (bash resets it inside functions, so F can neither read nor clear
-// it, and anything that could runs as a command the trap fires for); set
-// -v echoes both lines as bash reads them; with BASH_XTRACEFD set, the
+// What a command can still see or break: with BASH_XTRACEFD set, the
 // trace of F's call goes to that descriptor; a PS4 other than the default
 // form stays before the cut trace in the command that turned xtrace on;
 // an alias named { (bash with expand_aliases, dash always) replaces the
 // group's brace, which makes that marker line a syntax error;
-// and an xtrace that F turned off is not turned on again after Attach
-// (the new owner does not know it was on). PWD is not trusted: exec checks
+// and an xtrace or verbose that F turned off is not turned on again
+// after Attach (the new owner does not know it was on). PWD is not trusted: exec checks
 // it against /proc (trueCwd).
+//
+// DEBUG and ERR traps (bash; dash has neither) see corral's lines, and
+// this cannot be helped without costing every command a fork. A DEBUG
+// trap fires for every simple command read at top level, so it fires for
+// the eval (BASH_COMMAND is the eval line) and for F's call (BASH_COMMAND
+// holds the nonce, so a DEBUG trap can forge the command's end), besides
+// the code's own commands. An ERR trap fires for the failing command, and
+// again for the eval, which returns its status. Measured in bash 5.2:
+//   - inside a function the DEBUG and ERR traps are reset (trap -p prints
+//     nothing; trap - DEBUG there is undone when it returns), unless
+//     functrace (set -T, extdebug) or the function's trace attribute
+//     (declare -ft) is on, and then the trap also fires on entry and for
+//     each of the function's commands: F can neither see nor clear them;
+//   - the DEBUG trap fires for the commands of a signal, ERR or EXIT
+//     trap's action; PROMPT_COMMAND is never run in a shell that is not
+//     interactive; RETURN traps run only for functions that trace and
+//     for sourced files, whose "." fires DEBUG itself;
+//   - ERR's exemptions (&&, ||, !, if, while) reach into eval, changing
+//     set -e and ERR inside the code, so the eval cannot be exempted
+//     alone;
+//   - the one top-level construct found that runs code without firing
+//     DEBUG is a command substitution in the redirection of a compound
+//     command ({ f() { :; }; } 8>&$(...), or a process substitution):
+//     it forks, about 1 ms against 33 us for a call of F (2000 of each
+//     in a loop), for every command, and a DEBUG trap would still fire
+//     for the eval; without eval the code would be plain input lines,
+//     where a here-document or an unterminated quote eats the marker.
+// TestTrapsSeeCorralsLines pins what remains.
 //
 // No command may read or write the command channel on descriptor 3 (the
 // shell reads its commands through a close-on-exec copy of its own). A
@@ -399,7 +438,11 @@ func (p protocol) prelude(held bool) string {
 		bi, ex = "command ", ""
 		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	}
-	tail := ex + "set +x; " + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
+	off := "set +xv; "
+	if p.kind == posixProto {
+		off = "set +x; " // dash's verbose stays on: see echoedLine
+	}
+	tail := ex + off + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
 	b.WriteString(p.fn + "() { " + head + tail)
 	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
 	if p.kind == bashProto {
@@ -412,16 +455,32 @@ func (p protocol) prelude(held bool) string {
 // says the last command left xtrace on, unsetEval that it defined a
 // function named eval.
 func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace, unsetEval bool) string {
+	return p.commandLineV(code, nonce, stdin, trackEnv, held, xtrace, false, unsetEval)
+}
+
+// commandLineV is commandLine, with verbose saying that the last command
+// left verbose on.
+func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
 	var b strings.Builder
-	b.Grow(len(code) + 48 + len(p.fn))
+	b.Grow(len(code) + 56 + len(p.fn))
 	if unsetEval {
 		b.WriteString("\\builtin unset -f eval;")
 	}
 	b.WriteString("\\eval ")
-	if xtrace {
-		b.WriteString("'set -x;' ")
+	if p.kind == posixProto {
+		verbose = false // still on: the shell echoes this line (echoedLine)
 	}
-	b.WriteString(quote(code))
+	switch {
+	case verbose && xtrace:
+		b.WriteString(quote("set -xv\n" + code))
+	case verbose:
+		b.WriteString(quote("set -v\n" + code))
+	case xtrace:
+		b.WriteString("'set -x;' ")
+		b.WriteString(quote(code))
+	default:
+		b.WriteString(quote(code))
+	}
 	if stdin != "" {
 		b.WriteString(" <")
 		b.WriteString(quote(stdin))
@@ -442,6 +501,21 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 		b.WriteString(" $?\n")
 	}
 	return b.String()
+}
+
+// echoedLine is what a POSIX shell under set -v echoes of a command
+// line as it reads it (its eval line, up to the marker line), and what
+// the sink gives the command in its place: the code's own lines. dash
+// does not echo what eval runs, so its verbose stays on between commands
+// and the echo of corral's line is replaced; the code's lines are then
+// all echoed before it runs, not each as it is reached.
+func echoedLine(line, code string) (echo, as []byte) {
+	end := strings.LastIndexByte(strings.TrimSuffix(line, "\n"), '\n') + 1
+	as = []byte(code)
+	if len(code) > 0 && !strings.HasSuffix(code, "\n") {
+		as = append(as, '\n')
+	}
+	return []byte(line[:end]), as
 }
 
 // call is the name of the function that ends a command.
@@ -494,6 +568,10 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		stdin = in.path
 	}
+	line := sh.proto.commandLineV(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn)
+	if sh.verbose && sh.proto.kind == posixProto {
+		k.echo, k.echoAs = echoedLine(line, code)
+	}
 	sh.mu.Lock()
 	sh.cur = k
 	sh.mu.Unlock()
@@ -513,7 +591,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 			res.OutputError = werr.Error()
 		}
 	}
-	if _, err := sh.ctl.Write([]byte(sh.proto.commandLine(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.evalFn))); err != nil {
+	if _, err := sh.ctl.Write([]byte(line)); err != nil {
 		// Nothing of the command reached the shell: it is gone.
 		sh.dead.Store(true)
 		finish()
@@ -634,6 +712,7 @@ wait:
 	finish()
 	if flags, evalFn, ok := k.shellFlags(); ok {
 		sh.xtrace, sh.evalFn = strings.IndexByte(flags, 'x') >= 0, evalFn
+		sh.verbose = strings.IndexByte(flags, 'v') >= 0
 		if evalFn {
 			res.Error = joinErr(res.Error, "the command defined a function named eval, which would receive every later command instead of the shell's eval: corral removes it before the next command")
 		}
@@ -811,66 +890,89 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 
 // fifo feeds a command's stdin through a named pipe in the session's
 // private directory.
+//
+// Both of our ends are open before the command line is sent, and opening
+// them never waits: a reader first (opening a FIFO for reading with
+// O_NONBLOCK needs no writer), then the writer (which then has a reader).
+// So a failure to open ours (EMFILE on a daemon out of descriptors) fails
+// the command before the shell is told anything, instead of leaving the
+// shell in open(2) for ever, and the shell's own open, in the command's
+// redirection, finds a writer at once. Our reader reads nothing: it is
+// there so that the writer has a reader until the shell opens its end.
+// Once the caller's input is all written, ours is closed, and the writer
+// is closed (end of file for the command) as soon as the shell holds its
+// reading end: a shell opening a FIFO whose writers are all gone would
+// wait in open(2) for another.
 type fifo struct {
 	path string
-	done chan struct{}
+	stop chan struct{} // closed by close
 
-	// mu guards w, the writing end once it is open.
-	mu     sync.Mutex
-	w      *os.File
-	closed bool
+	// mu guards our ends, nil once closed.
+	mu   sync.Mutex
+	r, w *os.File
 }
 
-func newFifo(path string, r io.Reader) (*fifo, error) {
+func newFifo(path string, src io.Reader) (*fifo, error) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		return nil, fmt.Errorf("session: stdin fifo: %w", err)
 	}
-	f := &fifo{path: path, done: make(chan struct{})}
-	go func() {
-		defer close(f.done)
-		w, err := os.OpenFile(path, os.O_WRONLY, 0) // waits for the shell to open it
-		if err != nil {
-			return
-		}
-		f.mu.Lock()
-		if f.closed {
-			f.mu.Unlock()
-			w.Close()
-			return
-		}
-		f.w = w
-		f.mu.Unlock()
-		io.Copy(w, r) // EPIPE when the command stops reading is not its failure
-		f.mu.Lock()
-		if !f.closed {
-			f.closed = true
-			w.Close()
-		}
-		f.mu.Unlock()
-	}()
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("session: stdin fifo: %w", err)
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		r.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("session: stdin fifo: %w", err)
+	}
+	f := &fifo{path: path, r: r, w: w, stop: make(chan struct{})}
+	go f.feed(w, src)
 	return f, nil
 }
 
-// close ends the command's stdin: it closes the writing end (the command,
-// if it still reads, gets end of file), releases the writer if the shell
-// never opened the FIFO (the command was cancelled before its redirection),
-// and removes the FIFO. The copy from the caller's reader may go on until
-// that reader returns.
-func (f *fifo) close() {
+// feed copies src to the FIFO, then ends the command's input once the
+// shell has its reading end open.
+func (f *fifo) feed(w *os.File, src io.Reader) {
+	_, err := io.Copy(w, src) // EPIPE when the command stops reading is not its failure
+	f.closeEnd(&f.r)
+	if err == nil {
+		// A writer that opens without waiting finds a reader: now that
+		// ours is closed, the shell's.
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for d := 50 * time.Microsecond; ; d = min(2*d, 10*time.Millisecond) {
+			select {
+			case <-f.stop:
+				return
+			case <-t.C:
+			}
+			if p, err := os.OpenFile(f.path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0); err == nil {
+				p.Close()
+				break
+			}
+			t.Reset(d)
+		}
+	}
+	f.closeEnd(&f.w)
+}
+
+func (f *fifo) closeEnd(end **os.File) {
 	f.mu.Lock()
-	if !f.closed {
-		f.closed = true
-		if f.w != nil {
-			f.w.Close()
-		}
+	defer f.mu.Unlock()
+	if *end != nil {
+		(*end).Close()
+		*end = nil
 	}
-	f.mu.Unlock()
-	select {
-	case <-f.done:
-	default:
-		if r, err := os.OpenFile(f.path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-			r.Close()
-		}
-	}
+}
+
+// close ends the command's stdin: it closes our ends (the command, if it
+// still reads, gets end of file) and removes the FIFO. The copy from the
+// caller's reader may go on until that reader returns.
+func (f *fifo) close() {
+	close(f.stop)
+	f.closeEnd(&f.w)
+	f.closeEnd(&f.r)
 	os.Remove(f.path)
 }

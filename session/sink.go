@@ -23,18 +23,23 @@ type sink struct {
 	// the stderr marker. Stream 1 ends where the trace starts, with the
 	// PS4 prefix on its line if it looks like one (see ps4Like), and
 	// what follows is skipped up to the marker.
-	trace    []byte
-	trackEnv bool
-	start    time.Time
-	limit    int64
-	limitHit chan struct{}
-	found    [2]chan struct{} // closed when stream i's marker is complete
-	n        [2]atomic.Int64
-	first    atomic.Int64 // time of first output since start, plus one
+	trace []byte
+	// echo, if set, is what the shell echoes of corral's command line on
+	// stderr before anything else (set -v under dash: echoedLine); the
+	// command gets echoAs in its place.
+	echo, echoAs []byte
+	trackEnv     bool
+	start        time.Time
+	limit        int64
+	limitHit     chan struct{}
+	found        [2]chan struct{} // closed when stream i's marker is complete
+	n            [2]atomic.Int64
+	first        atomic.Int64 // time of first output since start, plus one
 
 	// mu guards the fields that follow, and serialises writes to w.
 	mu      sync.Mutex
 	w       [2]io.Writer
+	echoGot []byte    // what stream 1 gave so far, while it may be echo
 	carry   [2][]byte // a tail that may be the start of the prefix
 	carryAt [2]time.Time
 	trailer [2][]byte // bytes after the prefix, until the terminator
@@ -84,6 +89,23 @@ func (k *sink) feed(i int, b []byte, at time.Time) {
 	case k.state[i] == inTrailer:
 		k.collect(i, b)
 		return
+	}
+	if i == 1 && k.echo != nil {
+		k.echoGot = append(k.echoGot, b...)
+		n := min(len(k.echoGot), len(k.echo))
+		switch {
+		case !bytes.Equal(k.echoGot[:n], k.echo[:n]):
+			b = k.echoGot // not the echo: all of it is the command's
+		case n < len(k.echo):
+			return // so far the echo: wait for the rest
+		default:
+			k.emit(1, k.echoAs, at)
+			b = k.echoGot[n:]
+		}
+		k.echo, k.echoGot = nil, nil
+		if len(b) == 0 {
+			return
+		}
 	}
 	data := b
 	dataAt := at
@@ -310,6 +332,10 @@ func (k *sink) waitMarkers(d time.Duration) bool {
 func (k *sink) close() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if len(k.echoGot) > 0 {
+		k.emit(1, k.echoGot, k.start) // cut short: what came, as it came
+		k.echo, k.echoGot = nil, nil
+	}
 	for i := range k.carry {
 		if k.state[i] == searching && len(k.carry[i]) > 0 {
 			k.emit(i, k.carry[i], k.carryAt[i])
