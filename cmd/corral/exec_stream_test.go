@@ -105,22 +105,12 @@ func TestExecStateIsDurableWhenAcknowledged(t *testing.T) {
 // though the command itself exited 0. Once there is room, the state is
 // recorded again.
 func TestExecStateNotSavedOnAFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	state := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", state).Run() }) // runs last: after the daemon stops
+	state := smallStateDir(t)
 	e := newDaemonEnvAt(t, state)
 	if out, rc := e.exec("a", "cd / && echo ok"); rc != 0 || out != "ok\n" {
 		t.Fatalf("before the disk fills: %q %d", out, rc)
 	}
-	fillPath := filepath.Join(state, "fill")
-	fill, _ := os.Create(fillPath)
-	fill.Write(make([]byte, 4<<20)) // fails part way: the disk is full
-	fill.Close()
+	fillPath := fillDisk(state)
 	// 500 KiB of environment cannot be recorded now.
 	big := "export"
 	for i := 0; i < 5; i++ {
