@@ -63,15 +63,7 @@ func TestRunClosedStdoutEndsCommandWithSIGPIPE(t *testing.T) {
 	state := t.TempDir()
 	res := filepath.Join(state, "r.json")
 	c := cli(t, mark, state, "run", "--result", res, "--", "yes")
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out, errb := startPiped(t, c)
 	buf := make([]byte, 4)
 	if _, err := out.Read(buf); err != nil {
 		t.Fatalf("%v: %s", err, errb.String())
