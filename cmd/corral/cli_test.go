@@ -45,6 +45,15 @@ func cli(t *testing.T, mark, state string, args ...string) *exec.Cmd {
 	return c
 }
 
+// runCaptured runs c and returns its stdout, its stderr and its exit code
+// (128+N for signal N).
+func runCaptured(c *exec.Cmd) (string, string, int) {
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	return out.String(), errb.String(), exitCode(err)
+}
+
 func exitCode(err error) int {
 	if err == nil {
 		return 0

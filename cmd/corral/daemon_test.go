@@ -61,11 +61,7 @@ func newDaemonEnvAt(t *testing.T, state string) *daemonEnv {
 
 // run runs corral with args and returns stdout, stderr and the exit code.
 func (e *daemonEnv) run(args ...string) (string, string, int) {
-	c := cli(e.t, e.mark, e.state, args...)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	return out.String(), errb.String(), exitCode(err)
+	return runCaptured(cli(e.t, e.mark, e.state, args...))
 }
 
 func (e *daemonEnv) exec(session, code string) (string, int) {
@@ -971,10 +967,7 @@ func TestDaemonOnAFullDisk(t *testing.T) {
 	newB := func() (string, string, int) {
 		c := cli(t, e.mark, state, "exec", "-s", "b", "--", "echo ran")
 		c.Env = append(c.Env, big...)
-		var out, errb bytes.Buffer
-		c.Stdout, c.Stderr = &out, &errb
-		err := c.Run()
-		return out.String(), errb.String(), exitCode(err)
+		return runCaptured(c)
 	}
 	if out, errs, rc := newB(); rc != 125 || !strings.Contains(errs, "no space left") || out != "" {
 		t.Fatalf("a new session on a full disk: exit %d, %q, %q", rc, out, errs)

@@ -25,11 +25,7 @@ import (
 // runCLI runs corral with args and returns stdout, stderr and the exit code.
 func runCLI(t *testing.T, mark, state string, args ...string) (string, string, int) {
 	t.Helper()
-	c := cli(t, mark, state, args...)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	return out.String(), errb.String(), exitCode(err)
+	return runCaptured(cli(t, mark, state, args...))
 }
 
 func TestRunBareNumbersAreSeconds(t *testing.T) {
