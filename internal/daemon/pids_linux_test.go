@@ -76,13 +76,7 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 
 	state := t.TempDir()
 	var logb syncBuffer
-	d, err := daemon.Open(daemon.Config{StateDir: state, Isolation: "cgroup", Log: slog.New(slog.NewTextHandler(&logb, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx) }()
+	stop := runDaemon(t, daemon.Config{StateDir: state, Isolation: "cgroup", Log: slog.New(slog.NewTextHandler(&logb, nil))})
 	c, err := client.Dial(state)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +85,6 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 		c.Kill(context.Background(), true)
 		c.Close()
 		stop()
-		<-served
 	}()
 	if b, _ := os.ReadFile("/proc/self/cgroup"); !strings.Contains(string(b), filepath.Base(cg)+"/daemon\n") {
 		t.Errorf("the daemon is not in a leaf of its own: %s", b)
