@@ -287,15 +287,8 @@ func TestTreeIdentityMatchesProc(t *testing.T) {
 			t.Fatalf("marker %q not in the root's environment", id.Marker)
 		}
 		if iso == corral.IsolationCgroup {
-			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", id.Pid))
-			var rel string // the cgroup v2 line (a hybrid host lists v1 first)
-			for _, l := range strings.Split(string(cg), "\n") {
-				if v, ok := strings.CutPrefix(l, "0::"); ok {
-					rel = v
-				}
-			}
-			if rel == "" || !strings.HasSuffix(id.Cgroup, rel) {
-				t.Fatalf("cgroup %q, /proc says %q", id.Cgroup, cg)
+			if rel, _ := testproc.Cgroup2(id.Pid); rel == "" || !strings.HasSuffix(id.Cgroup, rel) {
+				t.Fatalf("cgroup %q, /proc says %q", id.Cgroup, rel)
 			}
 		} else if id.Cgroup != "" {
 			t.Fatalf("pgroup tree names a cgroup: %+v", id)

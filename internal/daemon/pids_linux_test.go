@@ -34,13 +34,7 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a cgroup")
 	}
-	b, _ := os.ReadFile("/proc/self/cgroup")
-	self, ok := "", false
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, found := strings.CutPrefix(line, "0::"); found {
-			self, ok = p, true
-		}
-	}
+	self, ok := testproc.Cgroup2(os.Getpid())
 	parent := filepath.Join("/sys/fs/cgroup", self)
 	ctl, _ := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
 	if !ok || !strings.Contains(" "+strings.TrimSpace(string(ctl))+" ", " pids ") {
