@@ -71,13 +71,25 @@ func (w *readyOut) String() string {
 	return w.buf.String()
 }
 
-func waitReady(t *testing.T, w *readyOut) {
+// startReady starts c with its stdout in a readyOut and waits for the
+// command's first write; a tree that never writes is stopped before the
+// test fails.
+func startReady(t *testing.T, c *corral.Cmd) (*corral.Tree, *readyOut) {
 	t.Helper()
+	w := newReadyOut()
+	c.Stdout = w
+	tree, err := c.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-w.ready:
 	case <-time.After(20 * time.Second):
+		tree.Stop(-1)
+		tree.Wait()
 		t.Fatal("the command never wrote")
 	}
+	return tree, w
 }
 
 func pidsOf(t *testing.T, s string) []int {
@@ -137,13 +149,7 @@ func TestTreeStopDuringRun(t *testing.T) {
 		// The root ignores SIGTERM, so only the kill after the grace
 		// ends it; its children do not.
 		c := sh(iso, mark, "sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); trap '' TERM; echo ready; while :; do sleep 1; done")
-		w := newReadyOut()
-		c.Stdout = w
-		tree, err := c.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitReady(t, w)
+		tree, _ := startReady(t, c)
 		a := testproc.PidFile(t, dir+"/a", 5*time.Second)
 		b := testproc.PidFile(t, dir+"/b", 5*time.Second)
 		start := time.Now()
@@ -179,13 +185,7 @@ func TestTreeStopEndsDescendantsGrace(t *testing.T) {
 		// default policy's 30 s grace would run out before it dies.
 		c := sh(iso, mark, "(trap '' TERM; echo ready; exec sleep 60) & echo $! >"+dir+"/a; sleep 0.3")
 		c.Grace = 30 * time.Second
-		w := newReadyOut()
-		c.Stdout = w
-		tree, err := c.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitReady(t, w)
+		tree, _ := startReady(t, c)
 		a := testproc.PidFile(t, dir+"/a", 5*time.Second)
 		<-tree.Exited()
 		time.Sleep(100 * time.Millisecond) // in the grace now
@@ -253,15 +253,9 @@ func TestTreeIdentityMatchesProc(t *testing.T) {
 		var onStart corral.Identity
 		c := sh(iso, mark, "echo ready; exec sleep 60")
 		c.OnStart = func(id corral.Identity) error { onStart = id; return nil }
-		w := newReadyOut()
-		c.Stdout = w
-		tree, err := c.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		tree, _ := startReady(t, c)
 		defer tree.Wait()
 		defer tree.Stop(-1)
-		waitReady(t, w)
 		id := tree.Identity()
 		if id != onStart {
 			t.Fatalf("Identity %+v, OnStart got %+v", id, onStart)
@@ -293,15 +287,8 @@ func TestTreeIdentityMatchesProc(t *testing.T) {
 			t.Fatalf("marker %q not in the root's environment", id.Marker)
 		}
 		if iso == corral.IsolationCgroup {
-			cg, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", id.Pid))
-			var rel string // the cgroup v2 line (a hybrid host lists v1 first)
-			for _, l := range strings.Split(string(cg), "\n") {
-				if v, ok := strings.CutPrefix(l, "0::"); ok {
-					rel = v
-				}
-			}
-			if rel == "" || !strings.HasSuffix(id.Cgroup, rel) {
-				t.Fatalf("cgroup %q, /proc says %q", id.Cgroup, cg)
+			if rel, _ := testproc.Cgroup2(id.Pid); rel == "" || !strings.HasSuffix(id.Cgroup, rel) {
+				t.Fatalf("cgroup %q, /proc says %q", id.Cgroup, rel)
 			}
 		} else if id.Cgroup != "" {
 			t.Fatalf("pgroup tree names a cgroup: %+v", id)
@@ -311,31 +298,8 @@ func TestTreeIdentityMatchesProc(t *testing.T) {
 
 func TestAdoptRecordedTree(t *testing.T) {
 	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
-		dir := t.TempDir()
-		idFile := filepath.Join(dir, "id.json")
-		owner := helperCmd("starttree", string(iso), idFile,
-			"sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); wait")
-		owner.Env = append(owner.Env, mark)
-		var oerr bytes.Buffer
-		owner.Stderr = &oerr
-		if err := owner.Start(); err != nil {
-			t.Fatal(err)
-		}
-		a := testproc.PidFile(t, dir+"/a", 10*time.Second)
-		b := testproc.PidFile(t, dir+"/b", 10*time.Second)
-		var id corral.Identity
-		raw, err := os.ReadFile(idFile)
-		if err == nil {
-			err = json.Unmarshal(raw, &id)
-		}
-		if err != nil {
-			owner.Process.Kill()
-			owner.Wait()
-			t.Fatalf("no identity recorded: %v (%s)", err, oerr.String())
-		}
 		// The owner dies without a word; its tree goes on.
-		owner.Process.Kill() // our own child, by pid
-		owner.Wait()
+		id, a, b := ownerlessTree(t, iso, mark, false)
 		if !testproc.Alive(id.Pid) || !testproc.Alive(a) || !testproc.Alive(b) {
 			t.Fatalf("the tree did not outlive its owner")
 		}
@@ -366,15 +330,9 @@ func TestAdoptRecordedTree(t *testing.T) {
 func TestAdoptRefusesReusedPid(t *testing.T) {
 	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
 		c := sh(iso, mark, "echo ready; exec sleep 60")
-		w := newReadyOut()
-		c.Stdout = w
-		tree, err := c.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		tree, _ := startReady(t, c)
 		defer tree.Wait()
 		defer tree.Stop(-1)
-		waitReady(t, w)
 		id := tree.Identity()
 
 		// The recorded pid now names another process: this one.
@@ -406,13 +364,7 @@ func TestAdoptRefusesReusedPid(t *testing.T) {
 func TestTreeConcurrentStopWait(t *testing.T) {
 	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
 		c := sh(iso, mark, "sleep 60 & sleep 60 & echo ready; wait")
-		w := newReadyOut()
-		c.Stdout = w
-		tree, err := c.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitReady(t, w)
+		tree, _ := startReady(t, c)
 		var wg sync.WaitGroup
 		results := make([]*corral.Result, 4)
 		for i := range results {
@@ -451,31 +403,7 @@ func TestTreeConcurrentStopWait(t *testing.T) {
 
 func TestFindOrphanKillsWhatIsLeft(t *testing.T) {
 	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
-		dir := t.TempDir()
-		idFile := filepath.Join(dir, "id.json")
-		owner := helperCmd("starttree", string(iso), idFile,
-			"sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); wait")
-		owner.Env = append(owner.Env, mark)
-		if err := owner.Start(); err != nil {
-			t.Fatal(err)
-		}
-		a := testproc.PidFile(t, dir+"/a", 10*time.Second)
-		b := testproc.PidFile(t, dir+"/b", 10*time.Second)
-		// Past their exec of sleep: a process in the middle of an exec
-		// reads with an empty environment, so a scan by marker cannot
-		// tell it is the tree's (see the report on the pgroup backend).
-		waitExec(t, a, "sleep")
-		waitExec(t, b, "sleep")
-		var id corral.Identity
-		raw, err := os.ReadFile(idFile)
-		if err == nil {
-			err = json.Unmarshal(raw, &id)
-		}
-		owner.Process.Kill() // our own child, by pid
-		owner.Wait()
-		if err != nil {
-			t.Fatalf("no identity recorded: %v", err)
-		}
+		id, a, b := ownerlessTree(t, iso, mark, true)
 		// The root dies too (by pid: it is ours, it carries our
 		// marker), leaving its descendants.
 		syscall.Kill(id.Pid, syscall.SIGKILL)
@@ -507,6 +435,43 @@ func TestFindOrphanKillsWhatIsLeft(t *testing.T) {
 			t.Fatalf("second Kill: %v", err)
 		}
 	})
+}
+
+// ownerlessTree has a starttree helper start a tree of a root, a child
+// in the root's group (pid a) and one that left it by setsid (pid b),
+// then SIGKILLs the helper (our own child, by pid), so the tree is left
+// with no owner and only its recorded identity to find it by. With
+// pastExec it first waits until a and b run sleep: a process in the
+// middle of an exec reads with an empty environment, so a scan by marker
+// cannot tell it is the tree's (see the report on the pgroup backend).
+func ownerlessTree(t *testing.T, iso corral.Isolation, mark string, pastExec bool) (id corral.Identity, a, b int) {
+	t.Helper()
+	dir := t.TempDir()
+	idFile := filepath.Join(dir, "id.json")
+	owner := helperCmd("starttree", string(iso), idFile,
+		"sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); wait")
+	owner.Env = append(owner.Env, mark)
+	var oerr bytes.Buffer
+	owner.Stderr = &oerr
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	a = testproc.PidFile(t, dir+"/a", 10*time.Second)
+	b = testproc.PidFile(t, dir+"/b", 10*time.Second)
+	if pastExec {
+		waitExec(t, a, "sleep")
+		waitExec(t, b, "sleep")
+	}
+	raw, err := os.ReadFile(idFile)
+	if err == nil {
+		err = json.Unmarshal(raw, &id)
+	}
+	owner.Process.Kill()
+	owner.Wait()
+	if err != nil {
+		t.Fatalf("no identity recorded: %v (%s)", err, oerr.String())
+	}
+	return id, a, b
 }
 
 func containsAll(pids []int, want ...int) bool {
@@ -618,13 +583,7 @@ func TestTreeStopEndsKeepDetachedDrain(t *testing.T) {
 		c := sh(iso, mark, "sleep 60 & echo $!")
 		c.Descendants = corral.KeepDetached
 		c.Drain = 30 * time.Second
-		w := newReadyOut()
-		c.Stdout = w
-		tree, err := c.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitReady(t, w)
+		tree, w := startReady(t, c)
 		<-tree.Exited()
 		time.Sleep(100 * time.Millisecond)
 		tree.Stop(-1)

@@ -45,6 +45,15 @@ func cli(t *testing.T, mark, state string, args ...string) *exec.Cmd {
 	return c
 }
 
+// runCaptured runs c and returns its stdout, its stderr and its exit code
+// (128+N for signal N).
+func runCaptured(c *exec.Cmd) (string, string, int) {
+	var out, errb bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errb
+	err := c.Run()
+	return out.String(), errb.String(), exitCode(err)
+}
+
 func exitCode(err error) int {
 	if err == nil {
 		return 0
@@ -63,15 +72,7 @@ func TestRunClosedStdoutEndsCommandWithSIGPIPE(t *testing.T) {
 	state := t.TempDir()
 	res := filepath.Join(state, "r.json")
 	c := cli(t, mark, state, "run", "--result", res, "--", "yes")
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out, errb := startPiped(t, c)
 	buf := make([]byte, 4)
 	if _, err := out.Read(buf); err != nil {
 		t.Fatalf("%v: %s", err, errb.String())

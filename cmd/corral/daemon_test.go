@@ -61,11 +61,7 @@ func newDaemonEnvAt(t *testing.T, state string) *daemonEnv {
 
 // run runs corral with args and returns stdout, stderr and the exit code.
 func (e *daemonEnv) run(args ...string) (string, string, int) {
-	c := cli(e.t, e.mark, e.state, args...)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	return out.String(), errb.String(), exitCode(err)
+	return runCaptured(cli(e.t, e.mark, e.state, args...))
 }
 
 func (e *daemonEnv) exec(session, code string) (string, int) {
@@ -924,11 +920,12 @@ func TestDaemonKilledWhileACommandFloods(t *testing.T) {
 	}
 }
 
-// TestDaemonOnAFullDisk: with the state directory's disk full, a session
-// whose record cannot be written is not created (a clear error, nothing
-// started), existing sessions go on working, and once there is room the
-// same name works.
-func TestDaemonOnAFullDisk(t *testing.T) {
+// smallStateDir mounts a 2 MiB tmpfs (mode 0700) on a fresh temporary
+// directory for a state directory whose disk a test can fill, and
+// unmounts it last, after the daemon a test starts on it has stopped.
+// It skips the test unless it runs as root.
+func smallStateDir(t *testing.T) string {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a small tmpfs")
 	}
@@ -936,15 +933,31 @@ func TestDaemonOnAFullDisk(t *testing.T) {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
 		t.Skipf("mount tmpfs: %v %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("umount", state).Run() }) // runs last: after the daemon stops
-	e := newDaemonEnvAt(t, state)
-	if out, rc := e.exec("a", "cd / && export A=1 && echo ok"); rc != 0 || out != "ok\n" {
-		t.Fatalf("before the disk fills: %q %d", out, rc)
-	}
+	t.Cleanup(func() { exec.Command("umount", state).Run() })
+	return state
+}
+
+// fillDisk fills the disk of a smallStateDir with a file, which it names:
+// removing the file makes room again.
+func fillDisk(state string) string {
 	fillPath := filepath.Join(state, "fill")
 	fill, _ := os.Create(fillPath)
 	fill.Write(make([]byte, 4<<20)) // fails part way: the disk is full
 	fill.Close()
+	return fillPath
+}
+
+// TestDaemonOnAFullDisk: with the state directory's disk full, a session
+// whose record cannot be written is not created (a clear error, nothing
+// started), existing sessions go on working, and once there is room the
+// same name works.
+func TestDaemonOnAFullDisk(t *testing.T) {
+	state := smallStateDir(t)
+	e := newDaemonEnvAt(t, state)
+	if out, rc := e.exec("a", "cd / && export A=1 && echo ok"); rc != 0 || out != "ok\n" {
+		t.Fatalf("before the disk fills: %q %d", out, rc)
+	}
+	fillPath := fillDisk(state)
 	// A new session's record holds its environment: 500 KiB of it cannot
 	// be written now.
 	var big []string
@@ -954,10 +967,7 @@ func TestDaemonOnAFullDisk(t *testing.T) {
 	newB := func() (string, string, int) {
 		c := cli(t, e.mark, state, "exec", "-s", "b", "--", "echo ran")
 		c.Env = append(c.Env, big...)
-		var out, errb bytes.Buffer
-		c.Stdout, c.Stderr = &out, &errb
-		err := c.Run()
-		return out.String(), errb.String(), exitCode(err)
+		return runCaptured(c)
 	}
 	if out, errs, rc := newB(); rc != 125 || !strings.Contains(errs, "no space left") || out != "" {
 		t.Fatalf("a new session on a full disk: exit %d, %q, %q", rc, out, errs)

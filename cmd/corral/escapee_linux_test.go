@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,14 +23,7 @@ import (
 // so the escapee is the tree's: stopped on timeout, killed when the root
 // exits, released only by --keep-detached.
 func TestRunKeepsASetsidEnvIEscapeeInTheTree(t *testing.T) {
-	tools := map[string]string{}
-	for _, name := range []string{"env", "setsid", "sh", "sleep"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			t.Skipf("%s not found: %v", name, err)
-		}
-		tools[name] = p
-	}
+	tools := lookTools(t, "env", "setsid", "sh", "sleep")
 	for _, tc := range []struct {
 		name  string
 		flags []string
@@ -108,14 +100,7 @@ func TestRunKeepsASetsidEnvIEscapeeInTheTree(t *testing.T) {
 // no marker, no group of the tree, no member as parent. corral run
 // records it in the tree's record while it runs, and reap finds it there.
 func TestReapFindsAnEscapeeTheCrashedRunRecorded(t *testing.T) {
-	tools := map[string]string{}
-	for _, name := range []string{"env", "setsid", "sh", "sleep"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			t.Skipf("%s not found: %v", name, err)
-		}
-		tools[name] = p
-	}
+	tools := lookTools(t, "env", "setsid", "sh", "sleep")
 	mark := testproc.Guard(t, 60*time.Second)
 	state := t.TempDir()
 	pidf := filepath.Join(state, "escapee.pid")

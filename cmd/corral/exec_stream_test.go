@@ -105,22 +105,12 @@ func TestExecStateIsDurableWhenAcknowledged(t *testing.T) {
 // though the command itself exited 0. Once there is room, the state is
 // recorded again.
 func TestExecStateNotSavedOnAFullDisk(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	state := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
-		t.Skipf("mount tmpfs: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("umount", state).Run() }) // runs last: after the daemon stops
+	state := smallStateDir(t)
 	e := newDaemonEnvAt(t, state)
 	if out, rc := e.exec("a", "cd / && echo ok"); rc != 0 || out != "ok\n" {
 		t.Fatalf("before the disk fills: %q %d", out, rc)
 	}
-	fillPath := filepath.Join(state, "fill")
-	fill, _ := os.Create(fillPath)
-	fill.Write(make([]byte, 4<<20)) // fails part way: the disk is full
-	fill.Close()
+	fillPath := fillDisk(state)
 	// 500 KiB of environment cannot be recorded now.
 	big := "export"
 	for i := 0; i < 5; i++ {
@@ -239,6 +229,30 @@ func startExecClient(t *testing.T, e *daemonEnv, oneshot bool, code, pidFile str
 	return c, testproc.PidFile(t, pidFile, 20*time.Second), &errb
 }
 
+// interruptClient sends the corral exec client c SIGINT n times, 300 ms
+// apart, waits for it, and returns how long after the first SIGINT it
+// exited and its Wait error. The test fails if the command (pid, ours)
+// outlived the client; it is killed then.
+func interruptClient(t *testing.T, c *exec.Cmd, pid int, errb *bytes.Buffer, n int) (time.Duration, error) {
+	t.Helper()
+	began := time.Now()
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			time.Sleep(300 * time.Millisecond)
+		}
+		c.Process.Signal(syscall.SIGINT)
+	}
+	err := c.Wait()
+	took := time.Since(began)
+	alive := testproc.Alive(pid)
+	t.Logf("client exited after %v with %d: %q", took.Round(time.Millisecond), exitCode(err), errb.String())
+	if alive {
+		syscall.Kill(pid, syscall.SIGKILL) // ours: the command we started
+		t.Fatalf("the client exited %v after the first of %d SIGINTs while the command (pid %d) still ran", took, n, pid)
+	}
+	return took, err
+}
+
 // TestExecInterruptWaitsForTheTree: Ctrl-C on corral exec stops the command
 // as corral run does: the client exits only once the command's whole tree
 // is gone (a command ignoring the forwarded SIGINT lives out the grace), with 130; a second
@@ -254,16 +268,7 @@ func TestExecInterruptWaitsForTheTree(t *testing.T) {
 	t.Run("one", func(t *testing.T) {
 		pidFile := filepath.Join(t.TempDir(), "pid")
 		c, pid, errb := startExecClient(t, e, false, code(pidFile), pidFile)
-		began := time.Now()
-		c.Process.Signal(syscall.SIGINT)
-		err := c.Wait()
-		took := time.Since(began)
-		alive := testproc.Alive(pid)
-		t.Logf("client exited after %v with %d: %q", took.Round(time.Millisecond), exitCode(err), errb.String())
-		if alive {
-			syscall.Kill(pid, syscall.SIGKILL) // ours: the command we started
-			t.Fatalf("the client exited %v after SIGINT while the command (pid %d) still ran", took, pid)
-		}
+		took, err := interruptClient(t, c, pid, errb, 1)
 		if rc := exitCode(err); rc != 130 || !strings.Contains(errb.String(), "interrupt") {
 			t.Fatalf("exit %d, stderr %q; want 130 and the signal named", rc, errb.String())
 		}
@@ -274,18 +279,7 @@ func TestExecInterruptWaitsForTheTree(t *testing.T) {
 	twice := func(t *testing.T, oneshot bool) {
 		pidFile := filepath.Join(t.TempDir(), "pid")
 		c, pid, errb := startExecClient(t, e, oneshot, code(pidFile), pidFile)
-		began := time.Now()
-		c.Process.Signal(syscall.SIGINT)
-		time.Sleep(300 * time.Millisecond)
-		c.Process.Signal(syscall.SIGINT)
-		err := c.Wait()
-		took := time.Since(began)
-		alive := testproc.Alive(pid)
-		t.Logf("client exited after %v with %d: %q", took.Round(time.Millisecond), exitCode(err), errb.String())
-		if alive {
-			syscall.Kill(pid, syscall.SIGKILL) // ours: the command we started
-			t.Fatalf("the client exited while the command (pid %d) still ran", pid)
-		}
+		took, err := interruptClient(t, c, pid, errb, 2)
 		if took > 3*time.Second {
 			t.Fatalf("a second SIGINT took %v to end the command", took)
 		}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"fmt"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,14 +19,7 @@ import (
 // child would be orphaned to init with nothing left that links it to the
 // tree; reap stops every member before it kills any, so none escapes.
 func TestReapCatchesChildrenForkedDuringTheKill(t *testing.T) {
-	tools := map[string]string{}
-	for _, name := range []string{"env", "setsid", "sleep"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			t.Skipf("%s not found: %v", name, err)
-		}
-		tools[name] = p
-	}
+	tools := lookTools(t, "env", "setsid", "sleep")
 	mark := testproc.Guard(t, 90*time.Second)
 	for trial := 0; trial < 3; trial++ {
 		state := t.TempDir()

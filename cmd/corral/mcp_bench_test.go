@@ -4,13 +4,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -115,27 +113,8 @@ func BenchmarkMCPCancelTree(b *testing.B) {
 	for i := 0; i < n; i++ {
 		pidFile := filepath.Join(dir, "pids"+strconv.Itoa(i))
 		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{
-				"command":  fmt.Sprintf("for i in $(seq 100); do sleep 300 & echo $! >> %s; done; : > %s.ready; wait", pidFile, pidFile),
-				"yield_ms": 55000}})
-		}()
-		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-			if _, err := os.Stat(pidFile + ".ready"); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatal("the tree did not start")
-			}
-		}
-		data, _ := os.ReadFile(pidFile)
-		var pids []int
-		for _, f := range strings.Fields(string(data)) {
-			p, _ := strconv.Atoi(f)
-			pids = append(pids, p)
-		}
+		done := make(chan *mcp.CallToolResult, 1)
+		pids := startTree(b, cs, ctx, 100, pidFile, done)
 		start := time.Now()
 		cancel()
 		if !waitAllGone(pids, 10*time.Second) {

@@ -297,9 +297,10 @@ func TestMCPMergedOrder(t *testing.T) {
 		moved, o.Output == want.String(), lines[:8])
 }
 
-// treePids runs in the session a tree of n sleeps whose pids it writes to
-// a file, and returns once they are all written.
-func startTree(t *testing.T, cs *mcp.ClientSession, ctx context.Context, n int, pidFile string, done chan<- *mcp.CallToolResult) []int {
+// startTree runs in the session a tree of n sleeps whose pids it writes
+// to pidFile, and returns them once they are all written; the exec call's
+// result goes to done when the call returns.
+func startTree(t testing.TB, cs *mcp.ClientSession, ctx context.Context, n int, pidFile string, done chan<- *mcp.CallToolResult) []int {
 	t.Helper()
 	go func() {
 		r, _ := cs.CallTool(ctx, &mcp.CallToolParams{Name: "exec", Arguments: map[string]any{

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -37,10 +36,7 @@ func corralAt(t *testing.T, mark, state string, env []string, args ...string) (s
 	t.Helper()
 	c := cli(t, mark, state, args...)
 	c.Env = append(c.Env, env...)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	return out.String(), errb.String(), exitCode(err)
+	return runCaptured(c)
 }
 
 // TestStateDirPlantedByAnotherUser: a state directory path that another

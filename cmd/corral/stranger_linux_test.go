@@ -35,14 +35,7 @@ func TestReapSparesAStrangerInTheRecordedGroup(t *testing.T) {
 	}
 	mark := testproc.Guard(t, 120*time.Second)
 	state := t.TempDir()
-	tools := map[string]string{}
-	for _, name := range []string{"env", "setsid", "sh", "sleep"} {
-		p, err := exec.LookPath(name)
-		if err != nil {
-			t.Skipf("%s not found: %v", name, err)
-		}
-		tools[name] = p
-	}
+	tools := lookTools(t, "env", "setsid", "sh", "sleep")
 
 	// The tree's root comes back to this process when corral dies (init
 	// here reaps nothing), so that it can be reaped and its pid freed.
@@ -166,15 +159,8 @@ func landStranger(t *testing.T, mark string, tools map[string]string, g int) (le
 func TestReapFindsUnmarkedMembersThroughTheLiveRoot(t *testing.T) {
 	mark := testproc.Guard(t, 60*time.Second)
 	state := t.TempDir()
-	env, err := exec.LookPath("env")
-	if err != nil {
-		t.Skipf("env not found: %v", err)
-	}
-	setsid, err := exec.LookPath("setsid")
-	if err != nil {
-		t.Skipf("setsid not found: %v", err)
-	}
-	sleep, _ := exec.LookPath("sleep")
+	tools := lookTools(t, "env", "setsid", "sleep")
+	env, setsid, sleep := tools["env"], tools["setsid"], tools["sleep"]
 	// One child leaves the group and the marker (setsid env -i: its
 	// parent, the root, stays), one only the marker (env -i, same group).
 	script := fmt.Sprintf("%s %s -i %s %s 600 & %s -i %s %s 601 & echo up; wait", setsid, env, mark, sleep, env, mark, sleep)

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -105,11 +104,7 @@ func TestDaemonSurvivesASessionThatUsesUpNPROC(t *testing.T) {
 		return c
 	}
 	run := func(args ...string) (string, string, int) {
-		c := asUser(exec.Command(bin, args...))
-		var out, errb bytes.Buffer
-		c.Stdout, c.Stderr = &out, &errb
-		err := c.Run()
-		return out.String(), errb.String(), exitCode(err)
+		return runCaptured(asUser(exec.Command(bin, args...)))
 	}
 	logPath := filepath.Join(top, "daemon.log")
 	logf, _ := os.Create(logPath)

@@ -21,10 +21,8 @@ import (
 // and stderr.
 func tlsCLI(t *testing.T, mark string, args ...string) (int, string, string) {
 	t.Helper()
-	c := cli(t, mark, t.TempDir(), args...)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	return exitCode(c.Run()), out.String(), errb.String()
+	out, errs, rc := runCaptured(cli(t, mark, t.TempDir(), args...))
+	return rc, out, errs
 }
 
 // handshake serves one connection with the credentials of srvDir and

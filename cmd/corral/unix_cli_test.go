@@ -25,11 +25,7 @@ import (
 // runCLI runs corral with args and returns stdout, stderr and the exit code.
 func runCLI(t *testing.T, mark, state string, args ...string) (string, string, int) {
 	t.Helper()
-	c := cli(t, mark, state, args...)
-	var out, errb bytes.Buffer
-	c.Stdout, c.Stderr = &out, &errb
-	err := c.Run()
-	return out.String(), errb.String(), exitCode(err)
+	return runCaptured(cli(t, mark, state, args...))
 }
 
 func TestRunBareNumbersAreSeconds(t *testing.T) {
@@ -125,15 +121,7 @@ func TestRunSilentWhenTheReaderGoesAway(t *testing.T) {
 	mark := testproc.Guard(t, 30*time.Second)
 	state := t.TempDir()
 	c := cli(t, mark, state, "run", "--no-record", "--", "sh", "-c", "echo a; sleep 0.5; echo b; echo c")
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out, errb := startPiped(t, c)
 	buf := make([]byte, 2)
 	if _, err := out.Read(buf); err != nil {
 		t.Fatal(err)
@@ -216,6 +204,22 @@ func TestRunScriptWithoutShebang(t *testing.T) {
 	}
 }
 
+// startPiped starts c with its stdout on a pipe, which it returns, and
+// its stderr gathered in a buffer.
+func startPiped(t *testing.T, c *exec.Cmd) (io.ReadCloser, *bytes.Buffer) {
+	t.Helper()
+	errb := new(bytes.Buffer)
+	c.Stderr = errb
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return out, errb
+}
+
 // trapScript reports which signal its shell got first, then exits 0.
 const trapScript = `trap 'echo got INT; exit 0' INT; trap 'echo got TERM; exit 0' TERM; trap 'echo got HUP; exit 0' HUP; echo ready; while :; do sleep 0.05; done`
 
@@ -224,15 +228,7 @@ const trapScript = `trap 'echo got INT; exit 0' INT; trap 'echo got TERM; exit 0
 func runUntilReady(t *testing.T, mark, state string, then func(*exec.Cmd), args ...string) (string, int) {
 	t.Helper()
 	c := cli(t, mark, state, args...)
-	var errb bytes.Buffer
-	c.Stderr = &errb
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
+	out, errb := startPiped(t, c)
 	r := bufio.NewReader(out)
 	if line, err := r.ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("first line %q (%v); stderr %q", line, err, errb.String())

@@ -42,18 +42,26 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// runDaemon opens a daemon in this process on cfg.StateDir and serves it
+// until the returned stop, which returns once Serve has.
+func runDaemon(t *testing.T, cfg daemon.Config) (stop func()) {
+	t.Helper()
+	d, err := daemon.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- d.Serve(ctx) }()
+	return func() { cancel(); <-served }
+}
+
 // serveDaemon runs a daemon in this process on a fresh state directory and
 // returns a connection to it; cleanup kills its sessions and stops it.
 func serveDaemon(t *testing.T, cfg daemon.Config) *grpc.ClientConn {
 	t.Helper()
 	cfg.StateDir = t.TempDir()
-	d, err := daemon.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx) }()
+	stop := runDaemon(t, cfg)
 	conn, err := grpc.NewClient("unix:"+daemon.SocketPath(cfg.StateDir), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +74,6 @@ func serveDaemon(t *testing.T, cfg daemon.Config) *grpc.ClientConn {
 		}
 		conn.Close()
 		stop()
-		<-served
 	})
 	return conn
 }

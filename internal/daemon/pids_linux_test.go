@@ -34,13 +34,7 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to make a cgroup")
 	}
-	b, _ := os.ReadFile("/proc/self/cgroup")
-	self, ok := "", false
-	for _, line := range strings.Split(string(b), "\n") {
-		if p, found := strings.CutPrefix(line, "0::"); found {
-			self, ok = p, true
-		}
-	}
+	self, ok := testproc.Cgroup2(os.Getpid())
 	parent := filepath.Join("/sys/fs/cgroup", self)
 	ctl, _ := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
 	if !ok || !strings.Contains(" "+strings.TrimSpace(string(ctl))+" ", " pids ") {
@@ -76,13 +70,7 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 
 	state := t.TempDir()
 	var logb syncBuffer
-	d, err := daemon.Open(daemon.Config{StateDir: state, Isolation: "cgroup", Log: slog.New(slog.NewTextHandler(&logb, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx) }()
+	stop := runDaemon(t, daemon.Config{StateDir: state, Isolation: "cgroup", Log: slog.New(slog.NewTextHandler(&logb, nil))})
 	c, err := client.Dial(state)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +79,6 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 		c.Kill(context.Background(), true)
 		c.Close()
 		stop()
-		<-served
 	}()
 	if b, _ := os.ReadFile("/proc/self/cgroup"); !strings.Contains(string(b), filepath.Base(cg)+"/daemon\n") {
 		t.Errorf("the daemon is not in a leaf of its own: %s", b)

@@ -24,18 +24,12 @@ func TestRecoveryInProcess(t *testing.T) {
 	state := t.TempDir()
 	env := append(testproc.Env(mark), "SHELL=/bin/sh")
 	serve := func() (*client.Client, func()) {
-		d, err := daemon.Open(daemon.Config{StateDir: state, Isolation: "pgroup", Log: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		served := make(chan error, 1)
-		go func() { served <- d.Serve(ctx) }()
+		stop := runDaemon(t, daemon.Config{StateDir: state, Isolation: "pgroup", Log: slog.New(slog.DiscardHandler)})
 		c, err := client.Dial(state)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c, func() { c.Close(); stop(); <-served }
+		return c, func() { c.Close(); stop() }
 	}
 	run := func(c *client.Client, name, code string) string {
 		var out strings.Builder

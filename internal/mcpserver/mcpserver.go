@@ -237,6 +237,14 @@ type job struct {
 	stopped string
 }
 
+// lastOffset is where the last reply's output ended: where exec_wait and
+// exec_cancel read from by default.
+func (j *job) lastOffset() int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.offset
+}
+
 func (j *job) ended() bool {
 	select {
 	case <-j.done:
@@ -340,11 +348,7 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 	if err != nil {
 		return nil, nil, err
 	}
-	yield, err := msArg("yield_ms", in.YieldMs, DefaultYield, 0, MaxYield)
-	if err != nil {
-		return nil, nil, err
-	}
-	max, err := maxArg(in.MaxOutputBytes)
+	yield, max, err := waitArgs(in.YieldMs, in.MaxOutputBytes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -454,9 +458,9 @@ func (s *Server) await(ctx context.Context, j *job, from int64, yield time.Durat
 
 func (s *Server) reply(j *job, from int64, max int) (*mcp.CallToolResult, *ExecOutput, error) {
 	ended := j.ended()
-	n, _ := j.out.size()
-	if from > n {
-		return nil, nil, fmt.Errorf("offset %d is past the job's output (%d bytes so far)", from, n)
+	n, err := j.out.upTo(from)
+	if err != nil {
+		return nil, nil, err
 	}
 	r := j.out.render(from, n, max)
 	var sout, serr *string
@@ -621,25 +625,19 @@ func (s *Server) execWait(ctx context.Context, req *mcp.CallToolRequest, in Exec
 	if err != nil {
 		return nil, nil, err
 	}
-	yield, err := msArg("yield_ms", in.YieldMs, DefaultYield, 0, MaxYield)
+	yield, max, err := waitArgs(in.YieldMs, in.MaxOutputBytes)
 	if err != nil {
 		return nil, nil, err
 	}
-	max, err := maxArg(in.MaxOutputBytes)
-	if err != nil {
-		return nil, nil, err
-	}
-	j.mu.Lock()
-	from := j.offset
-	j.mu.Unlock()
+	from := j.lastOffset()
 	if in.Offset != nil {
 		if *in.Offset < 0 {
 			return nil, nil, errors.New("offset must not be negative")
 		}
 		from = int64(*in.Offset)
 	}
-	if n, _ := j.out.size(); from > n {
-		return nil, nil, fmt.Errorf("offset %d is past the job's output (%d bytes so far)", from, n)
+	if _, err := j.out.upTo(from); err != nil {
+		return nil, nil, err
 	}
 	return s.await(ctx, j, from, yield, max)
 }
@@ -659,9 +657,7 @@ func (s *Server) execCancel(ctx context.Context, req *mcp.CallToolRequest, in Ex
 	if err != nil {
 		return nil, nil, err
 	}
-	j.mu.Lock()
-	from := j.offset
-	j.mu.Unlock()
+	from := j.lastOffset()
 	if !j.ended() {
 		j.stop("exec_cancel", false)
 	}
@@ -907,6 +903,18 @@ func msArg(name string, v *Int, def time.Duration, min int64, max time.Duration)
 		return 0, fmt.Errorf("%s must be at most %d (got %d)", name, max.Milliseconds(), *v)
 	}
 	return time.Duration(*v) * time.Millisecond, nil
+}
+
+// waitArgs reads the yield_ms and max_output_bytes arguments that exec
+// and exec_wait share.
+func waitArgs(yieldMs, maxBytes *Int) (yield time.Duration, max int, err error) {
+	if yield, err = msArg("yield_ms", yieldMs, DefaultYield, 0, MaxYield); err != nil {
+		return 0, 0, err
+	}
+	if max, err = maxArg(maxBytes); err != nil {
+		return 0, 0, err
+	}
+	return yield, max, nil
 }
 
 func maxArg(v *Int) (int, error) {

@@ -142,6 +142,16 @@ func (o *output) size() (int64, <-chan struct{}) {
 	return o.n, o.changed
 }
 
+// upTo returns the output's size so far, or an error when from lies
+// past it.
+func (o *output) upTo(from int64) (int64, error) {
+	n, _ := o.size()
+	if from > n {
+		return 0, fmt.Errorf("offset %d is past the job's output (%d bytes so far)", from, n)
+	}
+	return n, nil
+}
+
 // read returns output [from, to) as far as it is kept: from the tail in
 // memory, else the file. ok is false for bytes neither holds.
 func (o *output) read(from, to int64) ([]byte, bool) {

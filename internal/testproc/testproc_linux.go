@@ -64,3 +64,16 @@ func Alive(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
+
+// Cgroup2 returns pid's cgroup v2 path, relative to the cgroup2 mount,
+// from /proc/PID/cgroup (its "0::" line: a hybrid host lists v1 first);
+// ok is false when there is no such line or pid is gone.
+func Cgroup2(pid int) (rel string, ok bool) {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, found := strings.CutPrefix(line, "0::"); found {
+			rel, ok = p, true
+		}
+	}
+	return rel, ok
+}

@@ -28,14 +28,7 @@ import (
 //
 // A refused handshake's error is classified by RefusalReason.
 func ServerConfig(dir string) (*tls.Config, error) {
-	if err := checkReadDir(dir); err != nil {
-		return nil, err
-	}
-	pool, ca, err := readPool(filepath.Join(dir, CAFile))
-	if err != nil {
-		return nil, err
-	}
-	cert, err := loadPair(filepath.Join(dir, ServerFile), filepath.Join(dir, ServerKeyFile))
+	pool, ca, cert, err := readCredentials(dir, ServerFile, ServerKeyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -63,14 +56,7 @@ func ServerConfig(dir string) (*tls.Config, error) {
 // by Init or by Issue) to reach serverName, a DNS name or IP address the
 // server certificate is valid for.
 func ClientConfig(dir, serverName string) (*tls.Config, error) {
-	if err := checkReadDir(dir); err != nil {
-		return nil, err
-	}
-	pool, _, err := readPool(filepath.Join(dir, CAFile))
-	if err != nil {
-		return nil, err
-	}
-	cert, err := loadPair(filepath.Join(dir, ClientFile), filepath.Join(dir, ClientKeyFile))
+	pool, _, cert, err := readCredentials(dir, ClientFile, ClientKeyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +201,24 @@ func parseCRL(f *os.File, path string, ca *x509.Certificate) (*x509.RevocationLi
 		return nil, fmt.Errorf("%s is not signed by the CA: %w", path, err)
 	}
 	return crl, nil
+}
+
+// readCredentials reads what ServerConfig and ClientConfig both need from
+// dir, once checkReadDir accepts it: the CA (ca.pem, as a pool and as the
+// certificate) and the key pair in certFile and keyFile.
+func readCredentials(dir, certFile, keyFile string) (*x509.CertPool, *x509.Certificate, tls.Certificate, error) {
+	if err := checkReadDir(dir); err != nil {
+		return nil, nil, tls.Certificate{}, err
+	}
+	pool, ca, err := readPool(filepath.Join(dir, CAFile))
+	if err != nil {
+		return nil, nil, tls.Certificate{}, err
+	}
+	cert, err := loadPair(filepath.Join(dir, certFile), filepath.Join(dir, keyFile))
+	if err != nil {
+		return nil, nil, tls.Certificate{}, err
+	}
+	return pool, ca, cert, nil
 }
 
 func readPool(path string) (*x509.CertPool, *x509.Certificate, error) {
