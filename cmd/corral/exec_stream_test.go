@@ -175,6 +175,8 @@ func TestExecStreamValidation(t *testing.T) {
 		{"second stdin_eof", []*pb.ExecRequest{start(true), eof, eof}, "after stdin_eof"},
 		{"stdin not announced", []*pb.ExecRequest{start(false), stdin}, "stdin"},
 		{"empty message mid-stream", []*pb.ExecRequest{start(false), {}}, "empty"},
+		// A client must not make the daemon queue megabytes per stream.
+		{"oversized stdin message", []*pb.ExecRequest{start(true), {Msg: &pb.ExecRequest_Stdin{Stdin: make([]byte, 1<<20)}}}, "stdin message"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

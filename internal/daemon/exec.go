@@ -40,6 +40,12 @@ var (
 // until the command reads or ends.
 const stdinQueue = 16
 
+// maxStdinChunk bounds one stdin message (the Go client sends 32 KiB), so
+// that a stream holds at most stdinQueue of them (1 MiB) queued: with the
+// 4 MiB bound of a gRPC message alone, 16 queued messages were 64 MiB per
+// stream and 1.7 GB of RSS from 32 streams of one hostile client.
+const maxStdinChunk = 64 << 10
+
 // runFunc runs the command of an Exec stream.
 type runFunc func(context.Context, session.Options) (*corral.Result, error)
 
@@ -226,6 +232,10 @@ func (x *execStream) receive() {
 				return
 			}
 			if in, ok := msg.(*pb.ExecRequest_Stdin); ok {
+				if len(in.Stdin) > maxStdinChunk {
+					x.violate(fmt.Sprintf("a stdin message of %d bytes (at most %d KiB each)", len(in.Stdin), maxStdinChunk>>10))
+					return
+				}
 				select {
 				case x.stdin <- in.Stdin:
 				case <-x.done:

@@ -19,7 +19,11 @@ import (
 //
 // that is 64 × (4 × (4 MiB + 64 KiB) + 1 MiB + 64 KiB + 64 KiB) ≈ 1.1 GiB if
 // every stream of every connection sends a maximal message at once, and a
-// few MiB for anything a normal client does. Header blocks, the cause of
+// few MiB for anything a normal client does. On top of the transport, an
+// Exec stream queues at most stdinQueue stdin messages of maxStdinChunk
+// each (1 MiB; exec.go): 64 × 4 × 1 MiB = 256 MiB more at worst, 1.4 GiB
+// in all. (Before stdin messages were capped, 16 queued 4 MiB messages a
+// stream took 32 streams to 1.7 GB.) Header blocks, the cause of
 // the unbounded growth this replaces (16 MiB each by default), are capped
 // at maxHeaderList.
 const (
