@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/mcpserver"
@@ -126,7 +127,15 @@ func serveMCPHTTP(ctx context.Context, s *mcpserver.Server, dir, addr string, st
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, nil)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", bearer(token, h))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Any local user can reach a loopback port: a refused request's
+	// connection is closed (bearer), an idle one goes after a minute, a
+	// request gets 5 s for its headers, and at most mcpMaxConns
+	// connections are served at once, so no one can use up the server's
+	// descriptors and lock the agent out. No read or write timeout: a
+	// call's response streams for up to its yield, and an SSE stream for
+	// as long as the client keeps it.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	ln = netutil.LimitListener(ln, mcpMaxConns)
 	fmt.Fprintf(stderr, "corral mcp: serving http://%s/mcp (token in %s)\n", ln.Addr(), filepath.Join(dir, "mcp-token"))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -144,12 +153,18 @@ func serveMCPHTTP(ctx context.Context, s *mcpserver.Server, dir, addr string, st
 	return err
 }
 
-// bearer lets through only requests with "Authorization: Bearer token".
+// mcpMaxConns bounds the HTTP connections served at once; more wait in the
+// listen backlog.
+const mcpMaxConns = 256
+
+// bearer lets through only requests with "Authorization: Bearer token";
+// the connection of any other is closed after its 401.
 func bearer(token string, next http.Handler) http.Handler {
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="corral"`)
+			w.Header().Set("Connection", "close")
 			http.Error(w, "corral mcp: a valid Authorization: Bearer token is required (see mcp-token in the state directory)", http.StatusUnauthorized)
 			return
 		}

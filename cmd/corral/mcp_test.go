@@ -586,6 +586,22 @@ func TestMCPHTTP(t *testing.T) {
 			t.Errorf("Authorization %q: %s", auth, resp.Status)
 		}
 	}
+	// A refused connection is closed, not kept alive: any local user can
+	// reach a loopback port, and 20,000 kept-alive refused connections
+	// used up the server's descriptors, locking the agent out.
+	for i := 0; i < 50; i++ {
+		c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := io.ReadAll(c)
+		c.Close()
+		if !strings.Contains(string(b), "401") || err != nil {
+			t.Fatalf("a refused keep-alive request: %q %v (want a 401 and the connection closed)", b, err)
+		}
+	}
 	hc := &http.Client{Transport: bearerRT{token: token}}
 	cl := mcp.NewClient(&mcp.Implementation{Name: "corral-test", Version: "0"}, nil)
 	cs, err := cl.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc}, nil)
