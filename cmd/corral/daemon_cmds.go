@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
@@ -358,6 +359,9 @@ session from other clients.`,
 }
 
 func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Writer) error {
+	if f.oneshot && f.session != "" {
+		return usageErr("exec: --oneshot runs in a fresh shell of its own and takes no -s NAME")
+	}
 	if !f.oneshot {
 		if f.session == "" {
 			return usageErr("exec: -s NAME is required (or --oneshot)")
@@ -405,6 +409,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		}
 		start.Cwd = abs
 		start.Command = "cd -- '" + strings.ReplaceAll(abs, "'", `'\''`) + "' && {\n" + start.Command + "\n}"
+	}
+	if err := checkUTF8(start); err != nil {
+		return err
 	}
 	resultFile, err := openResult(f.result, stdout)
 	if err != nil {
@@ -560,4 +567,26 @@ func killCommand(stdout io.Writer) *cobra.Command {
 	}
 	c.Flags().BoolVar(&all, "all", false, "end every session")
 	return c
+}
+
+// checkUTF8 refuses what the daemon's protocol cannot carry yet: its
+// command, cwd and environment are protobuf strings, which must be UTF-8,
+// and a byte that is not gave "grpc: error while marshaling" (exit 125)
+// for every call, even to an existing session. Saying which one is the
+// best that can be done until they travel as bytes.
+func checkUTF8(start *pb.ExecStart) error {
+	const why = "corral exec cannot carry bytes that are not UTF-8 yet"
+	if !utf8.ValidString(start.Command) {
+		return usageErr("exec: the command holds bytes that are not UTF-8: %s (write them with printf escapes, e.g. printf '\\377')", why)
+	}
+	if !utf8.ValidString(start.Cwd) {
+		return usageErr("exec: the working directory %q is not UTF-8: %s (use --cwd with another directory, or corral run)", start.Cwd, why)
+	}
+	for _, kv := range start.Env {
+		if !utf8.ValidString(kv) {
+			name, _, _ := strings.Cut(kv, "=")
+			return usageErr("exec: environment variable %q is not UTF-8: %s (unset it for this call: env -u %s corral exec ..., or use corral run)", name, why, name)
+		}
+	}
+	return nil
 }
