@@ -120,6 +120,7 @@ type lsEntry struct {
 	State     string `json:"state"`
 	Cwd       string `json:"cwd"`
 	KeeperPid int    `json:"keeper_pid"`
+	LastUsed  string `json:"last_used"`
 }
 
 func (e *daemonEnv) ls() map[string]lsEntry {

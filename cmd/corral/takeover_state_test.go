@@ -22,6 +22,11 @@ func TestTakeoverStateSurvivesAReboot(t *testing.T) {
 	if _, rc := e.exec("s", "cd "+dir+"; export PHASE=before"); rc != 0 {
 		t.Fatal("first command failed")
 	}
+	if _, rc := e.exec("idle", "true"); rc != 0 {
+		t.Fatal("idle's first command failed")
+	}
+	idleUsed := e.ls()["idle"].LastUsed
+	time.Sleep(1100 * time.Millisecond) // last use is kept in seconds
 	started, done := filepath.Join(dir, "started"), filepath.Join(dir, "done")
 	code := "echo $$ > " + started + "; sleep 1; cd " + later + "; export PHASE=after; : > " + done
 	c := cli(t, e.mark, e.state, "exec", "-s", "s", "--", code)
@@ -50,6 +55,10 @@ func TestTakeoverStateSurvivesAReboot(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the taken-over session never showed its real cwd %s: %+v", later, e.ls()["s"])
 		}
+	}
+	// A take-over is no use of a session: its last use stays.
+	if got := e.ls()["idle"].LastUsed; got != idleUsed {
+		t.Errorf("the idle session's last use moved from %s to %s at the take-over", idleUsed, got)
 	}
 	e.run("daemon", "stop")
 	syscall.Kill(before.KeeperPid, syscall.SIGKILL) // ours: recorded by our daemon

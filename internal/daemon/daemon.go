@@ -542,7 +542,7 @@ func (d *Daemon) recordTakeover(name string, s *session.Session) {
 		}
 		return
 	}
-	if err := d.recordState(name, s); err != nil {
+	if err := d.writeState(name, s, false); err != nil {
 		d.cfg.Log.Warn("cannot record the state of a taken-over shell", "session", name, "err", err)
 	}
 }
@@ -851,12 +851,28 @@ const lastUsedSlack = time.Second
 // each commit) before it returns nil. It fails only if the state could not
 // be recorded; a session killed meanwhile has nothing to record.
 func (d *Daemon) recordState(name string, s *session.Session) error {
+	return d.writeState(name, s, true)
+}
+
+// writeState records s's cwd and environment; used says whether a
+// command ran (then the last use is now): a take-over's resync is no use.
+func (d *Daemon) writeState(name string, s *session.Session, used bool) error {
 	// One writer at a time reads the state and writes it, so that a
 	// command's write cannot land after, and undo, a later command's.
 	// (bbolt runs one write transaction at a time anyway.)
 	d.recording.Lock()
 	defer d.recording.Unlock()
 	st := s.State()
+	if !used {
+		err := d.store.Update(name, func(r *store.Session) error {
+			r.Cwd, r.Env = st.Cwd, st.Env
+			return nil
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("recording session %s: %w", name, err)
+		}
+		return nil
+	}
 	now := time.Now()
 	d.mu.Lock()
 	w, ok := d.written[name]
