@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,6 +26,11 @@ var accountedControllers = []string{"memory", "cpu", "pids"}
 // controller that cannot be enabled is only an error if needed). It costs
 // one read once all are enabled.
 func prepareControllers(base string, need []string) error {
+	preparedMu.Lock()
+	defer preparedMu.Unlock()
+	if p, ok := prepared[base]; ok && allIn(need, p) {
+		return nil
+	}
 	var buf [512]byte
 	sub := filepath.Join(base, "cgroup.subtree_control")
 	on, _ := readSmall(sub, buf[:])
@@ -34,6 +41,7 @@ func prepareControllers(base string, need []string) error {
 		}
 	}
 	if !missing {
+		prepared[base] = accountedControllers
 		return nil
 	}
 	avail, _ := readSmall(filepath.Join(base, "cgroup.controllers"), buf[:])
@@ -47,6 +55,15 @@ func prepareControllers(base string, need []string) error {
 		}
 	}
 	on, _ = readSmall(sub, buf[:])
+	// Remember what is on: the next start pays nothing unless it needs
+	// more (a controller delegated since, say by LimitTreePids).
+	var now []string
+	for _, c := range accountedControllers {
+		if hasWord(on, c) {
+			now = append(now, c)
+		}
+	}
+	prepared[base] = now
 	for _, c := range need {
 		if hasWord(on, c) {
 			continue
@@ -61,6 +78,22 @@ func prepareControllers(base string, need []string) error {
 		return fmt.Errorf("%w: cannot enable the cgroup v2 %s controller in %s: %w", ErrIsolation, c, sub, werr[c])
 	}
 	return nil
+}
+
+// prepared is, per base cgroup, the accounted controllers found enabled
+// in its subtree_control by the last prepareControllers.
+var (
+	preparedMu sync.Mutex
+	prepared   = map[string][]string{}
+)
+
+func allIn(need, have []string) bool {
+	for _, n := range need {
+		if !slices.Contains(have, n) {
+			return false
+		}
+	}
+	return true
 }
 
 // applyLimits writes l into the fresh cgroup dir (before anything runs in
@@ -115,10 +148,17 @@ func readUsage(dir string) Usage {
 	var u Usage
 	var why []string
 	var buf [1024]byte
+	var on []byte // the parent's subtree_control, read once if needed
+	var onBuf [256]byte
 	notDelegated := func(c string) bool {
-		var b [256]byte
-		on, err := readSmall(filepath.Join(filepath.Dir(dir), "cgroup.subtree_control"), b[:])
-		return err == nil && !hasWord(on, c)
+		if on == nil {
+			b, err := readSmall(filepath.Join(filepath.Dir(dir), "cgroup.subtree_control"), onBuf[:])
+			if err != nil {
+				return false
+			}
+			on = append(b, ' ') // not nil, even when empty
+		}
+		return !hasWord(on, c)
 	}
 	absent := func(c, file string) {
 		if notDelegated(c) {
