@@ -26,19 +26,27 @@ import (
 // which trees are made may hand to them.
 func controllersAvailable(t *testing.T) (base string, avail map[string]bool) {
 	t.Helper()
-	base, err := contain.CgroupBase()
+	base, avail, err := availableControllers()
 	if err != nil {
 		t.Skipf("no usable cgroup v2 here: %v", err)
 	}
+	return base, avail
+}
+
+func availableControllers() (base string, avail map[string]bool, err error) {
+	base, err = contain.CgroupBase()
+	if err != nil {
+		return "", nil, err
+	}
 	b, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
 	if err != nil {
-		t.Fatal(err)
+		return "", nil, err
 	}
 	avail = map[string]bool{}
 	for _, c := range strings.Fields(string(b)) {
 		avail[c] = true
 	}
-	return base, avail
+	return base, avail, nil
 }
 
 // needControllers skips the test unless every controller named is
