@@ -311,3 +311,24 @@ func deref(p *int64) int64 {
 	}
 	return *p
 }
+
+// TestLimitMemoryOOMOfADescendant: the OOM killer takes a child, not the
+// root: the outcome stays the root's own (exited), and oom_kills says
+// what happened.
+func TestLimitMemoryOOMOfADescendant(t *testing.T) {
+	needControllers(t, "memory")
+	mark := testproc.Guard(t, 120*time.Second)
+	c := corral.Command("/bin/sh", "-c", `CORRAL_HELPER=alloc "$0" 256; echo "child $?"`, os.Args[0])
+	c.Env = testproc.Env(mark)
+	c.Isolation = corral.IsolationCgroup
+	c.MemoryMax = 48 << 20
+	var out strings.Builder
+	c.Stdout = &out
+	r, err := c.Run(context.Background())
+	if err != nil || r.Outcome != corral.OutcomeExited || r.OOMKills == nil || *r.OOMKills < 1 {
+		t.Fatalf("a child past memory.max: %+v, %v", r, err)
+	}
+	if out.String() != "child 137\n" {
+		t.Fatalf("the child was not killed by SIGKILL: %q", out.String())
+	}
+}
