@@ -122,6 +122,24 @@ type Cmd struct {
 	// Isolation selects the containment backend; "" means IsolationAuto.
 	Isolation Isolation
 
+	// Resource limits of the whole tree, in force before the root runs
+	// its first instruction (written into its fresh cgroup); zero means
+	// none. They need cgroup isolation with the cgroup v2 controller
+	// delegated (memory, cpu, pids): where that is missing, and under any
+	// other isolation, Start fails with ErrIsolation rather than run the
+	// command unlimited. They are never approximated with per-process
+	// rlimits.
+	//
+	// MemoryMax is memory.max in bytes: past it the kernel's OOM killer
+	// kills a process of the tree (outcome oom if that was the root).
+	// MemoryHigh is memory.high: past it the tree is throttled and
+	// reclaimed. CPUs is cpu.max as a number of CPUs (0.5, 2). PidsMax is
+	// pids.max: forks past it fail.
+	MemoryMax  int64
+	MemoryHigh int64
+	CPUs       float64
+	PidsMax    int
+
 	// OnStart, if set, is called with the tree's identity before the root
 	// runs its first instruction (so the caller can record it durably). If
 	// it returns an error, the root is killed unrun and the outcome is

@@ -18,6 +18,8 @@ var (
 	ErrOutputLimit = errors.New("output limit reached")
 	ErrStdioHeld   = errors.New("a detached descendant held stdio past the drain bound")
 	ErrStart       = errors.New("command did not start")
+	// ErrOOM: outcome oom, the root killed by the kernel's OOM killer.
+	ErrOOM = errors.New("killed by the OOM killer")
 )
 
 // Sentinels for why a command did not start; they come wrapped in a
@@ -60,6 +62,8 @@ func (e *RunError) Error() string {
 		fmt.Fprintf(&b, "killed by signal %d", r.Signal)
 	case OutcomeStartFailed:
 		b.WriteString("start failed")
+	case OutcomeOOM:
+		b.WriteString("killed by the OOM killer (memory limit)")
 	default:
 		b.WriteString(string(r.Outcome))
 	}
@@ -93,6 +97,8 @@ func (e *RunError) Is(target error) bool {
 		return r.Outcome == OutcomeStdioHeld
 	case ErrStart:
 		return r.Outcome == OutcomeStartFailed
+	case ErrOOM:
+		return r.Outcome == OutcomeOOM
 	case ErrDrainCutOff:
 		return r.DrainCutOff
 	case ErrKillFailed:

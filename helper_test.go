@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -62,6 +63,26 @@ var helpers = map[string]func(args []string) int{
 		}
 		fmt.Println(c.Process.Pid)
 		return 0
+	},
+	// alloc MIB: allocate MIB MiB at once and touch every page, then exit 0.
+	"alloc": func(args []string) int {
+		n, _ := strconv.Atoi(args[0])
+		b := make([]byte, n<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		runtime.KeepAlive(b)
+		return 0
+	},
+	// spin MS: keep a CPU busy for MS milliseconds of wall time.
+	"spin": func(args []string) int {
+		n, _ := strconv.Atoi(args[0])
+		end := time.Now().Add(time.Duration(n) * time.Millisecond)
+		x := 0
+		for time.Now().Before(end) {
+			x++
+		}
+		return x & 0
 	},
 	// flood: write to stdout for ever.
 	"flood": func(args []string) int {

@@ -23,6 +23,9 @@ const (
 	// OutcomeStdioHeld: with KeepDetached, a descendant still held stdout
 	// or stderr when the drain bound passed; it was killed.
 	OutcomeStdioHeld Outcome = "stdio_held"
+	// OutcomeOOM: the root was killed by the kernel's OOM killer (the
+	// tree reached its memory limit: memory.events counted an OOM kill).
+	OutcomeOOM Outcome = "oom"
 	// OutcomeStartFailed: nothing ran.
 	OutcomeStartFailed Outcome = "start_failed"
 )
@@ -73,6 +76,20 @@ type Result struct {
 	OutputError string
 	// Error explains a start failure or a lifecycle failure.
 	Error string
+
+	// Accounting, read from the tree's cgroup before it was removed. A
+	// nil field was not measured (no cgroup, a controller not delegated):
+	// never a zero standing in for a number; Accounting says why.
+	MemoryPeakBytes *int64   // memory.peak
+	CPUUserMs       *float64 // cpu.stat user_usec, in ms
+	CPUSystemMs     *float64 // cpu.stat system_usec, in ms
+	CPUThrottledMs  *float64 // cpu.stat throttled_usec, in ms
+	PidsPeak        *int64   // pids.peak
+	OOMKills        *int64   // memory.events oom_kill
+	// Accounting says why the fields above that are nil are absent
+	// ("cgroup v2 memory controller not delegated", "pgroup
+	// isolation"); "" when none is, or nothing ran.
+	Accounting string
 }
 
 // MarshalJSON writes the result as one object with snake_case fields and
@@ -112,11 +129,19 @@ func (r *Result) MarshalJSON() ([]byte, error) {
 		KillFailed        bool       `json:"kill_failed"`
 		OutputError       string     `json:"output_error,omitempty"`
 		Error             string     `json:"error,omitempty"`
+		MemoryPeakBytes   *int64     `json:"memory_peak_bytes,omitempty"`
+		CPUUserMs         *float64   `json:"cpu_user_ms,omitempty"`
+		CPUSystemMs       *float64   `json:"cpu_system_ms,omitempty"`
+		CPUThrottledMs    *float64   `json:"cpu_throttled_ms,omitempty"`
+		PidsPeak          *int64     `json:"pids_peak,omitempty"`
+		OOMKills          *int64     `json:"oom_kills,omitempty"`
+		Accounting        string     `json:"accounting,omitempty"`
 	}{
 		r.Outcome, r.ExitCode, r.Signal, r.Pid, r.Pgid, r.Cgroup, r.Isolation,
 		started, ended, ms(r.Duration), first, r.StdoutBytes, r.StderrBytes,
 		r.DescendantsKilled, r.ProcessesStopped, nonNil(r.Detached), nonNil(r.StdioHeldBy),
 		r.DrainCutOff, r.KillFailed, r.OutputError, r.Error,
+		r.MemoryPeakBytes, r.CPUUserMs, r.CPUSystemMs, r.CPUThrottledMs, r.PidsPeak, r.OOMKills, r.Accounting,
 	})
 }
 

@@ -120,6 +120,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		Files:      append([]*os.File{stdin, outW, errW}, c.ExtraFiles...),
 		Marker:     MarkerEnv + "=" + newID(),
 		Foreground: c.Foreground,
+		Limits:     c.limits(),
 	}
 	if len(spec.Argv) == 0 {
 		spec.Argv = []string{c.Path}
@@ -331,6 +332,7 @@ func (t *Tree) supervise() {
 		res.DrainCutOff = true
 		lifecycle = append(lifecycle, ErrDrainCutOff)
 	}
+	account(res, tree, t.ident.Isolation)
 	if err := tree.Close(); err != nil {
 		lifecycle = append(lifecycle, err)
 	}
@@ -365,6 +367,8 @@ func (t *Tree) supervise() {
 		res.Outcome = stopped
 	case limitHit:
 		res.Outcome = OutcomeOutputLimit
+	case killedByOOM(res):
+		res.Outcome = OutcomeOOM
 	case res.Outcome == OutcomeStdioHeld:
 	case st.Signal != 0:
 		res.Outcome = OutcomeSignaled

@@ -27,6 +27,9 @@ type runFlags struct {
 	result                string
 	noRecord              bool
 	signal                string
+	memory, memoryHigh    string
+	cpus                  float64
+	pids                  int
 }
 
 func runCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
@@ -60,6 +63,10 @@ that 'corral reap' can kill it if corral itself is killed.`,
 	fl.StringVar(&f.result, "result", "", "write the result as one JSON object to this file ('-': stdout, after the command's output)")
 	fl.StringVar(&f.signal, "signal", "TERM", "the first signal a timeout sends the tree (a name like INT, HUP, or a number); a signal to corral is passed on as itself")
 	fl.BoolVar(&f.noRecord, "no-record", false, "keep no crash record (then 'corral reap' cannot find the tree)")
+	fl.StringVar(&f.memory, "memory", "", "memory limit of the whole tree (cgroup memory.max, e.g. 512MiB); past it the OOM killer ends it (exit 137)")
+	fl.StringVar(&f.memoryHigh, "memory-high", "", "memory the tree is throttled and reclaimed above (cgroup memory.high)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the whole tree in CPUs, e.g. 0.5 or 2 (cgroup cpu.max)")
+	fl.IntVar(&f.pids, "pids", 0, "most processes the tree may have at once (cgroup pids.max)")
 	return c
 }
 
@@ -94,6 +101,9 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	}
 	if f.keepDetached {
 		cmd.Descendants = corral.KeepDetached
+	}
+	if err := setLimits(f, cmd); err != nil {
+		return err
 	}
 	iso, err := isolationOf(f.isolation, f.isolationSet)
 	if err != nil {
@@ -158,7 +168,7 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	if brokenPipe {
 		shown.OutputError = ""
 	}
-	return exitFor(&shown, err, got())
+	return exitForRun(&shown, err, got(), cmd.MemoryMax > 0 || cmd.MemoryHigh > 0 || cmd.CPUs > 0 || cmd.PidsMax > 0)
 }
 
 // catchSignals turns SIGINT, SIGTERM and SIGHUP into a cancellation of the
@@ -209,6 +219,13 @@ func catchSignals(cancel context.CancelCauseFunc) (got func() syscall.Signal, es
 // exitFor maps a result to corral run's exit code, printing one line on
 // stderr for anything that is not the command's own doing.
 func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
+	return exitForRun(res, err, sig, false)
+}
+
+// exitForRun is exitFor for a run that asked for resource limits if
+// limited: an isolation failure then gets no advice to use pgroup, which
+// cannot limit.
+func exitForRun(res *corral.Result, err error, sig syscall.Signal, limited bool) error {
 	var msg string
 	code := 0
 	switch res.Outcome {
@@ -230,12 +247,19 @@ func exitFor(res *corral.Result, err error, sig syscall.Signal) error {
 		}
 	case corral.OutcomeOutputLimit:
 		code, msg = exitOutputLimit, "output limit reached; the tree was killed"
+	case corral.OutcomeOOM:
+		code, msg = 128+res.Signal, "killed by the kernel's OOM killer: the tree reached its memory limit"
+		if res.MemoryPeakBytes != nil {
+			msg += fmt.Sprintf(" (memory peak %d bytes)", *res.MemoryPeakBytes)
+		}
 	case corral.OutcomeStdioHeld:
 		code, msg = exitStdioHeld, fmt.Sprintf("%s %s held stdout/stderr past the drain bound; killed", plural(len(res.StdioHeldBy), "process", "processes"), pidList(res.StdioHeldBy))
 	case corral.OutcomeStartFailed:
 		code = exitInternal
 		msg = res.Error
 		switch {
+		case errors.Is(err, corral.ErrIsolation) && limited:
+			// Not the command's failure; and pgroup cannot limit.
 		case errors.Is(err, corral.ErrIsolation):
 			// Not the command's failure, whatever it wraps.
 			msg += "; to run without a cgroup: --isolation pgroup or " + isolationEnv + "=pgroup"
@@ -271,4 +295,31 @@ func joinMsg(a, b string) string {
 		return b
 	}
 	return a + "; " + b
+}
+
+// setLimits sets the tree's resource limits from the flags.
+func setLimits(f *runFlags, cmd *corral.Cmd) error {
+	for _, l := range []struct {
+		flag, v string
+		to      *int64
+	}{{"--memory", f.memory, &cmd.MemoryMax}, {"--memory-high", f.memoryHigh, &cmd.MemoryHigh}} {
+		if l.v == "" {
+			continue
+		}
+		n, err := parseSize(l.v)
+		if err != nil || n <= 0 {
+			return usageErr("%s: want a positive size like 512MiB, got %q", l.flag, l.v)
+		}
+		*l.to = n
+	}
+	switch {
+	case f.cpus < 0:
+		return usageErr("--cpus must not be negative")
+	case f.cpus > 0 && f.cpus < 0.01:
+		return usageErr("--cpus: the kernel's smallest quota is 0.01 CPUs")
+	case f.pids < 0:
+		return usageErr("--pids must not be negative")
+	}
+	cmd.CPUs, cmd.PidsMax = f.cpus, f.pids
+	return nil
 }

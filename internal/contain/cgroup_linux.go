@@ -220,9 +220,18 @@ func startCgroup(spec *Spec) (Tree, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := prepareControllers(base, spec.Limits.controllers()); err != nil {
+		return nil, err
+	}
 	dir := filepath.Join(base, "t-"+newTreeID())
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: cgroup: %w", ErrIsolation, err)
+	}
+	// The limits are in force before the root exists: it is cloned into
+	// the cgroup below.
+	if err := applyLimits(dir, spec.Limits); err != nil {
+		removeCgroup(dir)
+		return nil, err
 	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {

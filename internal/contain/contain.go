@@ -98,6 +98,9 @@ type Spec struct {
 	// before its first instruction. If it returns an error the root is
 	// killed and Start returns an error wrapping ErrHold.
 	Hold func(Identity) error
+	// Limits are written into the tree's cgroup before the root runs; a
+	// backend that cannot enforce them refuses to start (ErrIsolation).
+	Limits Limits
 }
 
 // Status is how the root exited.
@@ -139,6 +142,10 @@ type Tree interface {
 func Start(iso Isolation, spec *Spec) (Tree, error) {
 	if iso == "" {
 		iso = Auto
+	}
+	iso, err := checkLimits(iso, spec)
+	if err != nil {
+		return nil, err
 	}
 	return start(iso, spec)
 }
