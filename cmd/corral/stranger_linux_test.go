@@ -170,9 +170,21 @@ func TestReapFindsUnmarkedMembersThroughTheLiveRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Read(make([]byte, 8))
+	// Let both children exec sleep: setsid execs env, which execs sleep,
+	// and a process's environment reads empty while it is in an exec, so
+	// a count of marked processes taken then can miss it.
+	sleeping := func() int {
+		n := 0
+		for _, pid := range testproc.Survivors(mark) {
+			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(b)) == "sleep" {
+				n++
+			}
+		}
+		return n
+	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(testproc.Survivors(mark)) < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // let both children exec
+	for (sleeping() < 2 || len(testproc.Survivors(mark)) < 3) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
 	}
 	c.Process.Kill()
 	c.Wait()
