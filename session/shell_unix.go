@@ -563,7 +563,9 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	var in *fifo
 	if opts.Stdin != nil {
 		var err error
-		if in, err = newFifo(filepath.Join(dir, "in-"+nonce), opts.Stdin); err != nil {
+		// Its name is drawn apart from the nonce: the command can read
+		// it (/proc/self/fd/0, the directory).
+		if in, err = newFifo(filepath.Join(dir, "in-"+newNonce()), opts.Stdin); err != nil {
 			return startFailedResult(res, err)
 		}
 		stdin = in.path
