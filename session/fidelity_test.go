@@ -3,6 +3,7 @@
 package session
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -54,6 +55,14 @@ func TestStatusCarriesAcrossCalls(t *testing.T) {
 		run(t, s, "(exit 5)", Options{Stdin: strings.NewReader("")})
 		if got, _, _, _ := run(t, s, `echo $?`, Options{Stdin: strings.NewReader("")}); got != "5\n" {
 			t.Fatalf("with stdin, $? is %q, want 5", got)
+		}
+		// A snapshot of the session's state in between keeps it.
+		run(t, s, "(exit 6)")
+		if _, err := s.Snapshot(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustRun(t, s, `echo $?`); got != "6\n" {
+			t.Fatalf("after a snapshot, $? is %q, want 6", got)
 		}
 		// The shell that returned the status is the same one.
 		pid := mustRun(t, s, "echo $$")

@@ -75,6 +75,8 @@ type shell struct {
 	// function turned them off); evalFn: it defined a function named
 	// eval. Only the holder of the session's turn uses them.
 	xtrace, verbose, evalFn bool
+	// status is the last command's exit status, the next one's $?.
+	status int
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -445,8 +447,9 @@ func (p protocol) prelude(held bool) string {
 	tail := ex + off + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
 	b.WriteString(p.fn + "() { " + head + tail)
 	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
+	b.WriteString(p.fn + "s() { " + ex + `return "$1"; }` + "\n")
 	if p.kind == bashProto {
-		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e\n")
+		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e " + p.fn + "s\n")
 	}
 	return b.String()
 }
@@ -461,10 +464,25 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 // commandLineV is commandLine, with verbose saying that the last command
 // left verbose on.
 func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
+	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0)
+}
+
+// commandLineS is commandLineV, with status the last command's exit
+// status, which this command's code finds in $?. After a status of 0
+// nothing is needed (the last command of the shell was F's printf); after
+// another, the eval follows "Fs N||": a function that returns N, whose
+// failure, left of ||, is neither set -e's nor an ERR trap's. It costs
+// bash about 12 bytes of reading (a system call each), so only commands
+// that follow a failure pay it, and a DEBUG trap fires once more for them,
+// before the code.
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int) string {
 	var b strings.Builder
 	b.Grow(len(code) + 56 + len(p.fn))
 	if unsetEval {
 		b.WriteString("\\builtin unset -f eval;")
+	}
+	if status > 0 && status < 256 {
+		b.WriteString(p.fn + "s " + strconv.Itoa(status) + "||")
 	}
 	b.WriteString("\\eval ")
 	if p.kind == posixProto {
@@ -570,7 +588,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		stdin = in.path
 	}
-	line := sh.proto.commandLineV(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn)
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status)
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
 	}
@@ -710,6 +728,9 @@ wait:
 		res.Error = joinErr(res.Error, why)
 	default:
 		res.Outcome, res.ExitCode = corral.OutcomeExited, k.exitCode()
+		if !opts.snapshot {
+			sh.status = res.ExitCode // a snapshot's : keeps the user's
+		}
 	}
 	finish()
 	if flags, evalFn, ok := k.shellFlags(); ok {
