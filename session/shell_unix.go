@@ -75,8 +75,10 @@ type shell struct {
 	// function turned them off); evalFn: it defined a function named
 	// eval. Only the holder of the session's turn uses them.
 	xtrace, verbose, evalFn bool
-	// status is the last command's exit status, the next one's $?.
-	status int
+	// status is the last command's exit status, the next one's $?;
+	// stdinSet: the last command's stdin was a FIFO, still the shell's.
+	status   int
+	stdinSet bool
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -386,9 +388,21 @@ func (sh *shell) readStream(i int) {
 // No command may read or write the command channel on descriptor 3 (the
 // shell reads its commands through a close-on-exec copy of its own). A
 // shell we own closes it once, in the prelude (exec 3<&-). A held shell
-// must keep it: its read-write descriptor 3 is what keeps the channel from
-// reaching end of file when the owner dies; so each of its commands runs
-// with " 3<&-" after the code instead, which costs bash about 10 us.
+// must keep a read-write end: it is what keeps the channel from reaching
+// end of file when the owner dies. bash moves it, in the prelude, to
+// descriptor 254 (heldKeeper): above what exec {fd} hands out (the lowest
+// free from 10) and below bash's own 255, so descriptors 3 and up are
+// the command's as in bash -c; what remains is that bash cannot make it
+// close-on-exec, so the programs a command starts inherit it, and a
+// command that replaces 254 (exec 254>x) leaves the shell to die with its
+// owner. dash cannot name a descriptor above 9: each of its commands runs
+// with " 3<&-" after the code, so a command has 3 closed and what it opens
+// on 3 is undone after it; dash's own copies are on 10 and up, which
+// dash's commands cannot name.
+
+// heldKeeper is the descriptor on which a held bash keeps its channel's
+// read-write end.
+const heldKeeper = "254"
 
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
@@ -428,8 +442,14 @@ type protocol struct {
 // prelude is the text that defines the protocol's functions in the shell.
 func (p protocol) prelude(held bool) string {
 	var b strings.Builder
-	if !held {
+	switch {
+	case !held:
 		b.WriteString("exec 3<&-\n")
+	case p.kind == bashProto:
+		// The channel's read-write end moves out of the command's way
+		// (see the end of the comment above on the protocol); sent
+		// again on Attach, when 3 is closed already, it does nothing.
+		b.WriteString("{ exec " + heldKeeper + "<&3 3<&-;} 2>/dev/null\n")
 	}
 	bi, ex := "builtin ", "builtin "
 	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
@@ -464,7 +484,7 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 // commandLineV is commandLine, with verbose saying that the last command
 // left verbose on.
 func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
-	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0)
+	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false)
 }
 
 // commandLineS is commandLineV, with status the last command's exit
@@ -475,11 +495,26 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 // bash about 12 bytes of reading (a system call each), so only commands
 // that follow a failure pay it, and a DEBUG trap fires once more for them,
 // before the code.
-func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int) string {
+//
+// A command's stdin is opened by an exec of its own before the eval, not
+// by a redirection of the eval: a shell saves the descriptor a builtin's
+// redirection replaces on one of 10 and up (bash takes the lowest free
+// one, the one exec {fd} would hand out) for the time the builtin runs,
+// and that descriptor is then not the command's (exec 10>&1 fails, {fd}
+// gives 11). The next command that has no stdin of its own starts with
+// "exec </dev/null;" (nullStdin), the shell's stdin as it was started.
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin bool) string {
 	var b strings.Builder
-	b.Grow(len(code) + 56 + len(p.fn))
+	b.Grow(len(code) + 56 + len(p.fn) + len(stdin))
 	if unsetEval {
 		b.WriteString("\\builtin unset -f eval;")
+	}
+	if stdin != "" {
+		b.WriteString("\\exec <")
+		b.WriteString(quote(stdin))
+		b.WriteString(";")
+	} else if nullStdin {
+		b.WriteString("\\exec </dev/null;")
 	}
 	if status > 0 && status < 256 {
 		b.WriteString(p.fn + "s " + strconv.Itoa(status) + "||")
@@ -499,11 +534,7 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 	default:
 		b.WriteString(quote(code))
 	}
-	if stdin != "" {
-		b.WriteString(" <")
-		b.WriteString(quote(stdin))
-	}
-	if held {
+	if held && p.kind != bashProto {
 		b.WriteString(" 3<&-")
 	}
 	b.WriteString("\n")
@@ -588,7 +619,8 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		stdin = in.path
 	}
-	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status)
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet)
+	sh.stdinSet = stdin != ""
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
 	}
