@@ -1,4 +1,4 @@
-//go:build unix
+//go:build linux
 
 package session
 
@@ -8,10 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/corral-dev/corral/internal/testproc"
-	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 // TestCommandCannotReadItsNonce: what a command can list or read without
@@ -148,7 +144,3 @@ func TestDescriptorsAsInBashC(t *testing.T) {
 		}
 	})
 }
-
-var _ = matrix.AllShells
-var _ = testproc.Guard
-var _ = time.Second
