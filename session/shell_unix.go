@@ -307,9 +307,12 @@ func (sh *shell) readStream(i int) {
 //
 // A command is two lines:
 //
-//	\eval 'CODE' [<'FIFO'] [3<&-]
+//	[Fs N||] [\exec <'FIFO';] \eval 'CODE' [3<&-]
 //	F NONCE $?
 //
+// (Fs N: after a command that ended with status N, so that $? is N when
+// the code starts; the exec: when the command has stdin, see
+// commandLineS; 3<&-: dash's held shells, see below)
 // or, when the last command left xtrace on, with "'set -x;' " before the
 // code and the second line "{ F NONCE $? 9;} 9>&2 2>&-"; when it left
 // verbose on, the code's word starts with "set -v" (or "set -xv") and a
@@ -356,6 +359,20 @@ func (sh *shell) readStream(i int) {
 // and an xtrace or verbose that F turned off is not turned on again
 // after Attach (the new owner does not know it was on). PWD is not trusted: exec checks
 // it against /proc (trueCwd).
+//
+// The nonce: nothing a command can list or read without going into the
+// shell itself names it (its stdin FIFO has a name of its own, the
+// shell's argv and environment do not carry it:
+// TestCommandCannotReadItsNonce). What still shows it: BASH_COMMAND in a
+// DEBUG trap and the trace of F's call sent to BASH_XTRACEFD (below), the
+// marker line waiting in the channel while the command runs (a child
+// reading /proc/$PPID/fd/255 takes it, and the shell's own input with it;
+// read <&255 in the shell makes bash 5.2 die of SIGSEGV), and the shell's
+// memory. Passing the nonce any other way the shell can read (a here-
+// document, which BASH_COMMAND also shows; a second pipe that F reads) is
+// open to the same reads, and costs bash a system call per byte: the
+// shell and its commands are one process of one user, so the nonce keeps
+// output from ending a command by chance, not a command that sets out to.
 //
 // DEBUG and ERR traps (bash; dash has neither) see corral's lines, and
 // this cannot be helped without costing every command a fork. A DEBUG
