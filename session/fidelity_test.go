@@ -177,3 +177,19 @@ func TestShlvlSameAfterReset(t *testing.T) {
 		}
 	}
 }
+
+// TestStdinPastAFunctionNamedExec: a function named exec does not take
+// the exec that gives a command its stdin (bash lets a function shadow a
+// special builtin; dash does not).
+func TestStdinPastAFunctionNamedExec(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		run(t, s, `exec() { echo "MINE $*"; }`)
+		out, errs, r, err := run(t, s, "cat", Options{Stdin: strings.NewReader("fed\n"), Timeout: 5 * time.Second})
+		if out != "fed\n" || err != nil {
+			t.Fatalf("%q %q %+v %v", out, errs, r, err)
+		}
+		if out := mustRun(t, s, "echo next; unset -f exec 2>/dev/null; true"); out != "next\n" {
+			t.Fatalf("the command after: %q", out)
+		}
+	})
+}

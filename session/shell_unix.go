@@ -79,6 +79,7 @@ type shell struct {
 	// stdinSet: the last command's stdin was a FIFO, still the shell's.
 	status   int
 	stdinSet bool
+	execFn   bool // the last command left a function named exec (bash)
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -472,7 +473,7 @@ func (p protocol) prelude(held bool) string {
 	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	switch p.kind {
 	case bashProto:
-		head = bi + `printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval; builtin printf '%s\000' "${PWD-}"; `
+		head = bi + `printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval exec; builtin printf '%s\000' "${PWD-}"; `
 	case posixProto:
 		bi, ex = "command ", ""
 		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
@@ -501,7 +502,7 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 // commandLineV is commandLine, with verbose saying that the last command
 // left verbose on.
 func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
-	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false)
+	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false)
 }
 
 // commandLineS is commandLineV, with status the last command's exit
@@ -520,17 +521,25 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 // and that descriptor is then not the command's (exec 10>&1 fails, {fd}
 // gives 11). The next command that has no stdin of its own starts with
 // "exec </dev/null;" (nullStdin), the shell's stdin as it was started.
-func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin bool) string {
+//
+// In bash a function named exec (execFn: F reported one) would take that
+// exec: then the stdin is a redirection of the eval, as it was before
+// (its saved descriptor takes 10 while the command runs), and the next
+// command keeps the spent FIFO as its stdin (end of file, as /dev/null).
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn bool) string {
 	var b strings.Builder
 	b.Grow(len(code) + 56 + len(p.fn) + len(stdin))
 	if unsetEval {
 		b.WriteString("\\builtin unset -f eval;")
 	}
-	if stdin != "" {
+	redirStdin := execFn && p.kind != posixProto // dash lets no function shadow exec
+	switch {
+	case redirStdin:
+	case stdin != "":
 		b.WriteString("\\exec <")
 		b.WriteString(quote(stdin))
 		b.WriteString(";")
-	} else if nullStdin {
+	case nullStdin:
 		b.WriteString("\\exec </dev/null;")
 	}
 	if status > 0 && status < 256 {
@@ -550,6 +559,10 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 		b.WriteString(quote(code))
 	default:
 		b.WriteString(quote(code))
+	}
+	if redirStdin && stdin != "" {
+		b.WriteString(" <")
+		b.WriteString(quote(stdin))
 	}
 	if held && p.kind != bashProto {
 		b.WriteString(" 3<&-")
@@ -636,8 +649,8 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		stdin = in.path
 	}
-	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet)
-	sh.stdinSet = stdin != ""
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn)
+	sh.stdinSet = stdin != "" && !sh.execFn
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
 	}
@@ -784,6 +797,7 @@ wait:
 	finish()
 	if flags, evalFn, ok := k.shellFlags(); ok {
 		sh.xtrace, sh.evalFn = strings.IndexByte(flags, 'x') >= 0, evalFn
+		sh.execFn = k.execFn
 		sh.verbose = strings.IndexByte(flags, 'v') >= 0
 		if evalFn {
 			res.Error = joinErr(res.Error, "the command defined a function named eval, which would receive every later command instead of the shell's eval: corral removes it before the next command")
