@@ -269,6 +269,9 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 			restored.Dir = s.state.Cwd
 		}
 		restored.Env = append([]string(nil), s.state.Env...)
+		// The last shell's SHLVL already has bash's one added: the
+		// fresh shell starts from the first one's.
+		restored.Env = append(deleteEnv(restored.Env, "SHLVL"), lookupEnv(withoutStartupHooks(s.cfg.Env), "SHLVL")...)
 		s.mu.Unlock()
 		cfg = &restored
 	}
@@ -525,4 +528,26 @@ func ctxOutcome(ctx context.Context) corral.Outcome {
 		return corral.OutcomeTimeout
 	}
 	return corral.OutcomeCancelled
+}
+
+// deleteEnv is env without its entries for name.
+func deleteEnv(env []string, name string) []string {
+	out := env[:0]
+	for _, e := range env {
+		if !strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// lookupEnv is env's entries for name.
+func lookupEnv(env []string, name string) []string {
+	var out []string
+	for _, e := range env {
+		if strings.HasPrefix(e, name+"=") {
+			out = append(out, e)
+		}
+	}
+	return out
 }

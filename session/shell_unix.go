@@ -75,6 +75,11 @@ type shell struct {
 	// function turned them off); evalFn: it defined a function named
 	// eval. Only the holder of the session's turn uses them.
 	xtrace, verbose, evalFn bool
+	// status is the last command's exit status, the next one's $?;
+	// stdinSet: the last command's stdin was a FIFO, still the shell's.
+	status   int
+	stdinSet bool
+	execFn   bool // the last command left a function named exec (bash)
 
 	// mu guards the fields that follow.
 	mu        sync.Mutex
@@ -303,9 +308,12 @@ func (sh *shell) readStream(i int) {
 //
 // A command is two lines:
 //
-//	\eval 'CODE' [<'FIFO'] [3<&-]
+//	[Fs N||] [\exec <'FIFO';] \eval 'CODE' [3<&-]
 //	F NONCE $?
 //
+// (Fs N: after a command that ended with status N, so that $? is N when
+// the code starts; the exec: when the command has stdin, see
+// commandLineS; 3<&-: dash's held shells, see below)
 // or, when the last command left xtrace on, with "'set -x;' " before the
 // code and the second line "{ F NONCE $? 9;} 9>&2 2>&-"; when it left
 // verbose on, the code's word starts with "set -v" (or "set -xv") and a
@@ -353,6 +361,20 @@ func (sh *shell) readStream(i int) {
 // after Attach (the new owner does not know it was on). PWD is not trusted: exec checks
 // it against /proc (trueCwd).
 //
+// The nonce: nothing a command can list or read without going into the
+// shell itself names it (its stdin FIFO has a name of its own, the
+// shell's argv and environment do not carry it:
+// TestCommandCannotReadItsNonce). What still shows it: BASH_COMMAND in a
+// DEBUG trap and the trace of F's call sent to BASH_XTRACEFD (below), the
+// marker line waiting in the channel while the command runs (a child
+// reading /proc/$PPID/fd/255 takes it, and the shell's own input with it;
+// read <&255 in the shell makes bash 5.2 die of SIGSEGV), and the shell's
+// memory. Passing the nonce any other way the shell can read (a here-
+// document, which BASH_COMMAND also shows; a second pipe that F reads) is
+// open to the same reads, and costs bash a system call per byte: the
+// shell and its commands are one process of one user, so the nonce keeps
+// output from ending a command by chance, not a command that sets out to.
+//
 // DEBUG and ERR traps (bash; dash has neither) see corral's lines, and
 // this cannot be helped without costing every command a fork. A DEBUG
 // trap fires for every simple command read at top level, so it fires for
@@ -384,9 +406,21 @@ func (sh *shell) readStream(i int) {
 // No command may read or write the command channel on descriptor 3 (the
 // shell reads its commands through a close-on-exec copy of its own). A
 // shell we own closes it once, in the prelude (exec 3<&-). A held shell
-// must keep it: its read-write descriptor 3 is what keeps the channel from
-// reaching end of file when the owner dies; so each of its commands runs
-// with " 3<&-" after the code instead, which costs bash about 10 us.
+// must keep a read-write end: it is what keeps the channel from reaching
+// end of file when the owner dies. bash moves it, in the prelude, to
+// descriptor 254 (heldKeeper): above what exec {fd} hands out (the lowest
+// free from 10) and below bash's own 255, so descriptors 3 and up are
+// the command's as in bash -c; what remains is that bash cannot make it
+// close-on-exec, so the programs a command starts inherit it, and a
+// command that replaces 254 (exec 254>x) leaves the shell to die with its
+// owner. dash cannot name a descriptor above 9: each of its commands runs
+// with " 3<&-" after the code, so a command has 3 closed and what it opens
+// on 3 is undone after it; dash's own copies are on 10 and up, which
+// dash's commands cannot name.
+
+// heldKeeper is the descriptor on which a held bash keeps its channel's
+// read-write end.
+const heldKeeper = "254"
 
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
@@ -426,14 +460,20 @@ type protocol struct {
 // prelude is the text that defines the protocol's functions in the shell.
 func (p protocol) prelude(held bool) string {
 	var b strings.Builder
-	if !held {
+	switch {
+	case !held:
 		b.WriteString("exec 3<&-\n")
+	case p.kind == bashProto:
+		// The channel's read-write end moves out of the command's way
+		// (see the end of the comment above on the protocol); sent
+		// again on Attach, when 3 is closed already, it does nothing.
+		b.WriteString("{ exec " + heldKeeper + "<&3 3<&-;} 2>/dev/null\n")
 	}
 	bi, ex := "builtin ", "builtin "
 	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	switch p.kind {
 	case bashProto:
-		head = bi + `printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval; builtin printf '%s\000' "${PWD-}"; `
+		head = bi + `printf '\037corral:%s %d %s ' "$1" "$2" "$-"; builtin declare -F eval exec; builtin printf '%s\000' "${PWD-}"; `
 	case posixProto:
 		bi, ex = "command ", ""
 		head = bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
@@ -445,8 +485,9 @@ func (p protocol) prelude(held bool) string {
 	tail := ex + off + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
 	b.WriteString(p.fn + "() { " + head + tail)
 	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
+	b.WriteString(p.fn + "s() { " + ex + `return "$1"; }` + "\n")
 	if p.kind == bashProto {
-		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e\n")
+		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e " + p.fn + "s\n")
 	}
 	return b.String()
 }
@@ -461,10 +502,48 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 // commandLineV is commandLine, with verbose saying that the last command
 // left verbose on.
 func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
+	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false)
+}
+
+// commandLineS is commandLineV, with status the last command's exit
+// status, which this command's code finds in $?. After a status of 0
+// nothing is needed (the last command of the shell was F's printf); after
+// another, the eval follows "Fs N||": a function that returns N, whose
+// failure, left of ||, is neither set -e's nor an ERR trap's. It costs
+// bash about 12 bytes of reading (a system call each), so only commands
+// that follow a failure pay it, and a DEBUG trap fires once more for them,
+// before the code.
+//
+// A command's stdin is opened by an exec of its own before the eval, not
+// by a redirection of the eval: a shell saves the descriptor a builtin's
+// redirection replaces on one of 10 and up (bash takes the lowest free
+// one, the one exec {fd} would hand out) for the time the builtin runs,
+// and that descriptor is then not the command's (exec 10>&1 fails, {fd}
+// gives 11). The next command that has no stdin of its own starts with
+// "exec </dev/null;" (nullStdin), the shell's stdin as it was started.
+//
+// In bash a function named exec (execFn: F reported one) would take that
+// exec: then the stdin is a redirection of the eval, as it was before
+// (its saved descriptor takes 10 while the command runs), and the next
+// command keeps the spent FIFO as its stdin (end of file, as /dev/null).
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn bool) string {
 	var b strings.Builder
-	b.Grow(len(code) + 56 + len(p.fn))
+	b.Grow(len(code) + 56 + len(p.fn) + len(stdin))
 	if unsetEval {
 		b.WriteString("\\builtin unset -f eval;")
+	}
+	redirStdin := execFn && p.kind != posixProto // dash lets no function shadow exec
+	switch {
+	case redirStdin:
+	case stdin != "":
+		b.WriteString("\\exec <")
+		b.WriteString(quote(stdin))
+		b.WriteString(";")
+	case nullStdin:
+		b.WriteString("\\exec </dev/null;")
+	}
+	if status > 0 && status < 256 {
+		b.WriteString(p.fn + "s " + strconv.Itoa(status) + "||")
 	}
 	b.WriteString("\\eval ")
 	if p.kind == posixProto {
@@ -481,11 +560,11 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 	default:
 		b.WriteString(quote(code))
 	}
-	if stdin != "" {
+	if redirStdin && stdin != "" {
 		b.WriteString(" <")
 		b.WriteString(quote(stdin))
 	}
-	if held {
+	if held && p.kind != bashProto {
 		b.WriteString(" 3<&-")
 	}
 	b.WriteString("\n")
@@ -563,12 +642,15 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	var in *fifo
 	if opts.Stdin != nil {
 		var err error
-		if in, err = newFifo(filepath.Join(dir, "in-"+nonce), opts.Stdin); err != nil {
+		// Its name is drawn apart from the nonce: the command can read
+		// it (/proc/self/fd/0, the directory).
+		if in, err = newFifo(filepath.Join(dir, "in-"+newNonce()), opts.Stdin); err != nil {
 			return startFailedResult(res, err)
 		}
 		stdin = in.path
 	}
-	line := sh.proto.commandLineV(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn)
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn)
+	sh.stdinSet = stdin != "" && !sh.execFn
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
 	}
@@ -708,10 +790,14 @@ wait:
 		res.Error = joinErr(res.Error, why)
 	default:
 		res.Outcome, res.ExitCode = corral.OutcomeExited, k.exitCode()
+		if !opts.snapshot {
+			sh.status = res.ExitCode // a snapshot's : keeps the user's
+		}
 	}
 	finish()
 	if flags, evalFn, ok := k.shellFlags(); ok {
 		sh.xtrace, sh.evalFn = strings.IndexByte(flags, 'x') >= 0, evalFn
+		sh.execFn = k.execFn
 		sh.verbose = strings.IndexByte(flags, 'v') >= 0
 		if evalFn {
 			res.Error = joinErr(res.Error, "the command defined a function named eval, which would receive every later command instead of the shell's eval: corral removes it before the next command")

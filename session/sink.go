@@ -49,6 +49,7 @@ type sink struct {
 	cwd     string
 	flags   string // the shell's $-
 	evalFn  bool   // the shell reported a function named eval
+	execFn  bool   // and one named exec
 	env     []string
 	haveCwd bool
 	total   int64
@@ -230,6 +231,9 @@ func (k *sink) collect(i int, b []byte) {
 		flags, cwd, _ := bytes.Cut(fields, []byte{' '})
 		if c, ok := bytes.CutPrefix(cwd, []byte("eval\n")); ok {
 			k.evalFn, cwd = true, c
+		}
+		if c, ok := bytes.CutPrefix(cwd, []byte("exec\n")); ok {
+			k.execFn, cwd = true, c
 		}
 		if rc, err := strconv.Atoi(string(rcs)); err == nil {
 			k.rc[0], k.haveRC[0] = rc, true
