@@ -4,9 +4,13 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,7 +91,13 @@ func TestStatusCarriesAcrossCalls(t *testing.T) {
 // bashCFd is what exec {fd}>/dev/null gives in bash -c with no
 // descriptor above 2 open.
 func bashCFd(t *testing.T, sh string) string {
-	c := exec.Command(sh, "-c", `exec 9>/dev/null; exec 9>&-; exec {fd}>/dev/null 2>/dev/null && echo $fd`)
+	// Without the descriptors this process inherited (a CI runner's),
+	// which bash -c would inherit too and the session's shell does not.
+	closeInherited := ""
+	for _, fd := range inheritedFds() {
+		closeInherited += "exec " + fd + ">&-; "
+	}
+	c := exec.Command(sh, "-c", closeInherited+`exec 9>/dev/null; exec 9>&-; exec {fd}>/dev/null 2>/dev/null && echo $fd`)
 	b, err := c.Output()
 	if err != nil {
 		return "" // dash has no {fd}
@@ -127,6 +137,11 @@ func TestDescriptorsAsInBashC(t *testing.T) {
 				want = strings.Replace(want, "2 ", "2 "+heldKeeper+" ", 1)
 			}
 			out, _, _, _ := run(t, s, fdsOf, o)
+			// Descriptors this test process inherited without
+			// close-on-exec (a CI runner's, say) reach sh -c's child but
+			// may or may not reach the session's shell, started earlier:
+			// they are neither's, so they are left out of both sides.
+			out, want = withoutInherited(t, out), withoutInherited(t, want)
 			if out != want {
 				t.Fatalf("stdin %v: a command's child has descriptors %q, sh -c's %q", stdin, out, want)
 			}
@@ -192,4 +207,45 @@ func TestStdinPastAFunctionNamedExec(t *testing.T) {
 			t.Fatalf("the command after: %q", out)
 		}
 	})
+}
+
+// withoutInherited returns the descriptor list fds (as ls prints it) in
+// numeric order without inheritedFds.
+func withoutInherited(t *testing.T, fds string) string {
+	t.Helper()
+	skip := map[string]bool{}
+	for _, fd := range inheritedFds() {
+		skip[fd] = true
+	}
+	var keep []int
+	for _, f := range strings.Fields(fds) {
+		if n, err := strconv.Atoi(f); err == nil && !skip[f] {
+			keep = append(keep, n)
+		}
+	}
+	sort.Ints(keep)
+	return fmt.Sprint(keep)
+}
+
+// inheritedFds lists the descriptors above 2 that this process holds open
+// without close-on-exec: those it inherited (Go marks its own), which
+// every child it starts gets as well.
+func inheritedFds() []string {
+	var fds []string
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				flags, err := strconv.ParseUint(strings.TrimSpace(v), 8, 64)
+				if n, _ := strconv.Atoi(e.Name()); err == nil && n > 2 && flags&syscall.O_CLOEXEC == 0 {
+					fds = append(fds, e.Name())
+				}
+			}
+		}
+	}
+	return fds
 }
