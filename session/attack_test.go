@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 // spy is a FIFO that records what anyone writes to it: what a swapped-in
@@ -149,41 +150,39 @@ func TestAttachRefusesSwappedFifos(t *testing.T) {
 // record's environment would be). (Before: bash sourced BASH_ENV despite
 // --noprofile --norc, and the redefined printf made every start fail.)
 func TestSessionShellSkipsStartupHooks(t *testing.T) {
-	for _, sh := range []string{"bash", "dash"} {
-		t.Run(sh, func(t *testing.T) {
-			mark := testproc.Guard(t, 60*time.Second)
-			dir := t.TempDir()
-			trace := filepath.Join(dir, "sourced")
-			script := filepath.Join(dir, "hook.sh")
-			os.WriteFile(script, []byte("echo $$ >> "+trace+"\nprintf() { :; }\n"), 0o644)
-			hold := filepath.Join(t.TempDir(), "held")
-			os.Mkdir(hold, 0o700)
-			env := append(testproc.Env(mark), "BASH_ENV="+script, "ENV="+script, "SHELLOPTS=noexec:xtrace",
-				"BASHOPTS=extdebug", "PS4=$(echo ps4 >> "+trace+")+ ", "BASH_FUNC_printf%%=() { echo >> "+trace+"; }")
-			cfg := Config{Shell: sh, Env: env, Dir: dir, HoldDir: hold, TrackEnv: true, RestoreOnReset: true}
-			s, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			if got := mustRun(t, s, `printf '%s|' ok "${BASH_ENV-unset}" "${ENV-unset}"`); got != "ok|unset|unset|" {
-				t.Fatalf("first shell: %q", got)
-			}
-			// A record restored: the shell's state is put back with the
-			// hooks in it, then the shell is reset.
-			s.mu.Lock()
-			s.state.Env = append(s.state.Env, "BASH_ENV="+script, "ENV="+script, "SHELLOPTS=noexec")
-			s.mu.Unlock()
-			run(t, s, "sleep 60", Options{Timeout: 100 * time.Millisecond})
-			if got := mustRun(t, s, `printf '%s|' again "${BASH_ENV-unset}"`); got != "again|unset|" {
-				t.Fatalf("restored shell: %q", got)
-			}
-			if st := s.State(); st.Resets != 1 {
-				t.Fatalf("no reset: %+v", st)
-			}
-			if b, err := os.ReadFile(trace); err == nil {
-				t.Fatalf("a start-up hook ran: %q", b)
-			}
-		})
-	}
+	matrix.Shells(t, func(t *testing.T, sh string) {
+		mark := testproc.Guard(t, 60*time.Second)
+		dir := t.TempDir()
+		trace := filepath.Join(dir, "sourced")
+		script := filepath.Join(dir, "hook.sh")
+		os.WriteFile(script, []byte("echo $$ >> "+trace+"\nprintf() { :; }\n"), 0o644)
+		hold := filepath.Join(t.TempDir(), "held")
+		os.Mkdir(hold, 0o700)
+		env := append(testproc.Env(mark), "BASH_ENV="+script, "ENV="+script, "SHELLOPTS=noexec:xtrace",
+			"BASHOPTS=extdebug", "PS4=$(echo ps4 >> "+trace+")+ ", "BASH_FUNC_printf%%=() { echo >> "+trace+"; }")
+		cfg := Config{Shell: sh, Env: env, Dir: dir, HoldDir: hold, TrackEnv: true, RestoreOnReset: true}
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if got := mustRun(t, s, `printf '%s|' ok "${BASH_ENV-unset}" "${ENV-unset}"`); got != "ok|unset|unset|" {
+			t.Fatalf("first shell: %q", got)
+		}
+		// A record restored: the shell's state is put back with the
+		// hooks in it, then the shell is reset.
+		s.mu.Lock()
+		s.state.Env = append(s.state.Env, "BASH_ENV="+script, "ENV="+script, "SHELLOPTS=noexec")
+		s.mu.Unlock()
+		run(t, s, "sleep 60", Options{Timeout: 100 * time.Millisecond})
+		if got := mustRun(t, s, `printf '%s|' again "${BASH_ENV-unset}"`); got != "again|unset|" {
+			t.Fatalf("restored shell: %q", got)
+		}
+		if st := s.State(); st.Resets != 1 {
+			t.Fatalf("no reset: %+v", st)
+		}
+		if b, err := os.ReadFile(trace); err == nil {
+			t.Fatalf("a start-up hook ran: %q", b)
+		}
+	})
 }

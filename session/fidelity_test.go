@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/corral-dev/corral/internal/testproc"
 )
 
 // TestCommandCannotReadItsNonce: what a command can list or read without
@@ -167,30 +165,16 @@ func TestDescriptorsAsInBashC(t *testing.T) {
 // first one had (bash adds one to what it is given; the restored
 // environment is the last shell's, which already had it added).
 func TestShlvlSameAfterReset(t *testing.T) {
-	for _, sh := range []string{"bash", "dash"} {
-		for _, held := range []bool{false, true} {
-			name := sh
-			if held {
-				name += "-held"
+	shellConfigs(t, 60*time.Second, Config{TrackEnv: true, RestoreOnReset: true}, func(t *testing.T, cfg Config, mark string) {
+		s := newSession(t, cfg, mark)
+		first := mustRun(t, s, `echo "${SHLVL-unset}"`)
+		for i := 0; i < 2; i++ {
+			runBounded(t, s, "exit 3")
+			if got := mustRun(t, s, `echo "${SHLVL-unset}"`); got != first {
+				t.Fatalf("SHLVL %q after reset %d, %q at first", got, i+1, first)
 			}
-			t.Run(name, func(t *testing.T) {
-				mark := testproc.Guard(t, 60*time.Second)
-				cfg := Config{Shell: sh, TrackEnv: true, RestoreOnReset: true}
-				if held {
-					cfg.HoldDir = t.TempDir()
-					os.Chmod(cfg.HoldDir, 0o700)
-				}
-				s := newSession(t, cfg, mark)
-				first := mustRun(t, s, `echo "${SHLVL-unset}"`)
-				for i := 0; i < 2; i++ {
-					runBounded(t, s, "exit 3")
-					if got := mustRun(t, s, `echo "${SHLVL-unset}"`); got != first {
-						t.Fatalf("SHLVL %q after reset %d, %q at first", got, i+1, first)
-					}
-				}
-			})
 		}
-	}
+	})
 }
 
 // TestStdinPastAFunctionNamedExec: a function named exec does not take

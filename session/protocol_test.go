@@ -176,53 +176,38 @@ func TestRecordedCwdIsTheShellsOwn(t *testing.T) {
 // dropped. The same holds for a session whose initial environment has it
 // (a daemon re-creating a session from its record).
 func TestRestartDropsWhatExecveCannotTake(t *testing.T) {
-	for _, sh := range []string{"bash", "dash"} {
-		for _, held := range []bool{false, true} {
-			name := sh
-			if held {
-				name += "-held"
-			}
-			t.Run(name, func(t *testing.T) {
-				mark := testproc.Guard(t, 60*time.Second)
-				cfg := Config{Shell: sh, TrackEnv: true, RestoreOnReset: true}
-				if held {
-					cfg.HoldDir = t.TempDir()
-					os.Chmod(cfg.HoldDir, 0o700) // a HoldDir must be private
-				}
-				s := newSession(t, cfg, mark)
-				mustRun(t, s, `BIG=x; while [ ${#BIG} -lt 200000 ]; do BIG=$BIG$BIG; done; export BIG KEPT=yes`)
-				runBounded(t, s, "exit 3") // a reset: the next command starts a fresh shell
-				out, errs, r, err := runBounded(t, s, `echo "${#BIG} $KEPT"`)
-				if err != nil || out != "0 yes\n" {
-					t.Fatalf("after the reset: %q %q %+v %v", out, errs, r, err)
-				}
-				if !strings.Contains(r.Error, "BIG") {
-					t.Fatalf("the result does not say what was dropped: %+v", r)
-				}
-				if got := mustRun(t, s, "echo ok"); got != "ok\n" {
-					t.Fatalf("next: %q", got)
-				}
-
-				big := "BIG2=" + strings.Repeat("y", 200000)
-				cfg2 := Config{Shell: sh}
-				if held {
-					cfg2.HoldDir = t.TempDir()
-					os.Chmod(cfg2.HoldDir, 0o700)
-				}
-				cfg2.Env = append(testproc.Env(mark), big, "KEPT2=yes")
-				cfg2.Dir = t.TempDir()
-				s2, err := New(cfg2)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s2.Close()
-				out, errs, r, err = runBounded(t, s2, `echo "${#BIG2} $KEPT2"`)
-				if err != nil || out != "0 yes\n" || !strings.Contains(r.Error, "BIG2") {
-					t.Fatalf("a session created with a too large variable: %q %q %+v %v", out, errs, r, err)
-				}
-			})
+	shellConfigs(t, 60*time.Second, Config{TrackEnv: true, RestoreOnReset: true}, func(t *testing.T, cfg Config, mark string) {
+		s := newSession(t, cfg, mark)
+		mustRun(t, s, `BIG=x; while [ ${#BIG} -lt 200000 ]; do BIG=$BIG$BIG; done; export BIG KEPT=yes`)
+		runBounded(t, s, "exit 3") // a reset: the next command starts a fresh shell
+		out, errs, r, err := runBounded(t, s, `echo "${#BIG} $KEPT"`)
+		if err != nil || out != "0 yes\n" {
+			t.Fatalf("after the reset: %q %q %+v %v", out, errs, r, err)
 		}
-	}
+		if !strings.Contains(r.Error, "BIG") {
+			t.Fatalf("the result does not say what was dropped: %+v", r)
+		}
+		if got := mustRun(t, s, "echo ok"); got != "ok\n" {
+			t.Fatalf("next: %q", got)
+		}
+
+		big := "BIG2=" + strings.Repeat("y", 200000)
+		cfg2 := Config{Shell: cfg.Shell}
+		if cfg.HoldDir != "" {
+			cfg2.HoldDir = privateDir(t)
+		}
+		cfg2.Env = append(testproc.Env(mark), big, "KEPT2=yes")
+		cfg2.Dir = t.TempDir()
+		s2, err := New(cfg2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s2.Close()
+		out, errs, r, err = runBounded(t, s2, `echo "${#BIG2} $KEPT2"`)
+		if err != nil || out != "0 yes\n" || !strings.Contains(r.Error, "BIG2") {
+			t.Fatalf("a session created with a too large variable: %q %q %+v %v", out, errs, r, err)
+		}
+	})
 }
 
 // TestShellThatStoppedAnsweringIsDetected: set -n makes the shell read

@@ -32,6 +32,16 @@ func shells(t *testing.T, f func(t *testing.T, s *Session, mark string)) {
 
 // shellsAndHeld is shells, and again with held sessions (the daemon's).
 func shellsAndHeld(t *testing.T, f func(t *testing.T, s *Session, mark string)) {
+	shellConfigs(t, 90*time.Second, Config{}, func(t *testing.T, cfg Config, mark string) {
+		f(t, newSession(t, cfg, mark), mark)
+	})
+}
+
+// shellConfigs runs f as a subtest for each shell this machine has, owned
+// and held, with base for that shell (Shell set and, held, a private
+// HoldDir) and the marker of a Guard with the given watchdog limit; it
+// skips, saying why, a shell that is missing.
+func shellConfigs(t *testing.T, limit time.Duration, base Config, f func(t *testing.T, cfg Config, mark string)) {
 	for _, sh := range matrix.AllShells {
 		for _, held := range []bool{false, true} {
 			name := sh
@@ -40,16 +50,24 @@ func shellsAndHeld(t *testing.T, f func(t *testing.T, s *Session, mark string)) 
 			}
 			t.Run(name, func(t *testing.T) {
 				matrix.NeedShell(t, sh)
-				mark := testproc.Guard(t, 90*time.Second)
-				cfg := Config{Shell: sh}
+				mark := testproc.Guard(t, limit)
+				cfg := base
+				cfg.Shell = sh
 				if held {
-					cfg.HoldDir = t.TempDir()
-					os.Chmod(cfg.HoldDir, 0o700) // a HoldDir must be private
+					cfg.HoldDir = privateDir(t)
 				}
-				f(t, newSession(t, cfg, mark), mark)
+				f(t, cfg, mark)
 			})
 		}
 	}
+}
+
+// privateDir is a fresh temporary directory that only we may enter, as a
+// HoldDir must be.
+func privateDir(t *testing.T) string {
+	d := t.TempDir()
+	os.Chmod(d, 0o700)
+	return d
 }
 
 func newSession(t *testing.T, cfg Config, mark string) *Session {
