@@ -426,16 +426,59 @@ type Orphan struct {
 	id Identity
 }
 
-// FindOrphan re-finds the tree named by id. It returns an error wrapping
+// FindOrphan re-finds the tree named by id. reparented are processes its
+// owner recorded as the tree's while it ran (from Reparented): each counts
+// as the tree's while its pid still names the process that started at the
+// recorded time, and so do its descendants. It returns an error wrapping
 // ErrGone when nothing of it can be alive (recorded under another boot,
 // its cgroup gone), and ErrUnsupported where trees cannot be found again.
-func FindOrphan(id Identity) (*Orphan, error) {
-	o, err := contain.Adopt(id.contain())
+func FindOrphan(id Identity, reparented ...Proc) (*Orphan, error) {
+	var o contain.Orphan
+	var err error
+	if len(reparented) == 0 {
+		o, err = contain.Adopt(id.contain())
+	} else {
+		procs := make([]contain.Proc, len(reparented))
+		for i, p := range reparented {
+			procs[i] = contain.Proc(p)
+		}
+		o, err = contain.AdoptWith(id.contain(), procs)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &Orphan{o: o, id: id}, nil
 }
+
+// Proc names one process for as long as the boot lasts: its pid and its
+// start time in clock ticks after boot.
+type Proc struct {
+	Pid       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+}
+
+// Reparented lists the live processes of the pgroup tree id, owned by this
+// process, that are the tree's only because they were reparented to this
+// process (a `setsid -f env -i CMD` whose parent exited): they carry no
+// marker, are in no group of the tree and have no member as parent. Once
+// the owner is gone nothing links them to the tree, so an owner that
+// records its trees records them too, for FindOrphan. It is empty where
+// the owner cannot tell its tree's orphans from others (it runs several
+// trees, or starts children outside corral), for other isolations and on
+// systems without a child subreaper.
+func Reparented(id Identity) []Proc {
+	procs := contain.Adopted(id.contain())
+	out := make([]Proc, len(procs))
+	for i, p := range procs {
+		out[i] = Proc(p)
+	}
+	return out
+}
+
+// CanAdopt reports whether recorded trees can be found again here (Adopt,
+// FindOrphan): Linux only, where /proc gives start times and pidfds pin
+// processes.
+func CanAdopt() bool { return contain.CanAdopt() }
 
 // Identity is the identity the orphan was found by.
 func (o *Orphan) Identity() Identity { return o.id }
