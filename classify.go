@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/corral-dev/corral/internal/contain"
 )
@@ -26,6 +27,10 @@ var ErrStopped = errors.New("stopped by its owner")
 // recorded one (a reused pid).
 var ErrGone = contain.ErrGone
 
+// ErrReleased is the cause (RunError.Err) of the result of a Tree that
+// Tree.Release let go on without its owner; its outcome is cancelled.
+var ErrReleased = errors.New("released by its owner: the tree goes on")
+
 // OutcomeOf is the outcome of a run that corral stopped because ctx ended:
 // timeout if its deadline passed, cancelled otherwise (ctx.Err() must be
 // non-nil).
@@ -34,6 +39,27 @@ func OutcomeOf(ctx context.Context) Outcome {
 		return OutcomeTimeout
 	}
 	return OutcomeCancelled
+}
+
+// StopSignalFor is the first signal for a run stopped because ctx was
+// cancelled: the signal of the *StopCause ctx was cancelled with, if it
+// was and the signal is one, else def (nil: SIGTERM).
+func StopSignalFor(ctx context.Context, def os.Signal) os.Signal {
+	var sc *StopCause
+	if errors.As(context.Cause(ctx), &sc) && sc.Signal != nil {
+		return sc.Signal
+	}
+	return def
+}
+
+// NotStarted makes res the result of a command that never started because
+// ctx ended first (ctx.Err() must be non-nil): outcome cancelled or
+// timeout (OutcomeOf), Error why, and a *RunError whose Err is
+// context.Cause(ctx).
+func NotStarted(ctx context.Context, res *Result, why string) (*Result, error) {
+	res.Outcome = OutcomeOf(ctx)
+	res.Error = why
+	return res, &RunError{Result: res, Err: context.Cause(ctx)}
 }
 
 // StartFailed makes res the result of a command that did not start
@@ -45,6 +71,9 @@ func OutcomeOf(ctx context.Context) Outcome {
 func StartFailed(res *Result, err error) (*Result, error) {
 	res.Outcome = OutcomeStartFailed
 	switch {
+	case errors.Is(err, ErrHook), errors.Is(err, ErrNotFound), errors.Is(err, ErrNotExec), errors.Is(err, ErrBadCommand):
+		// Classified already (by a StartFailed of the run layer's,
+		// whose error a session passes on).
 	case errors.Is(err, contain.ErrHold):
 		err = fmt.Errorf("%w: %w", ErrHook, err)
 	case errors.Is(err, ErrIsolation):
@@ -92,7 +121,7 @@ func Finish(res *Result, cause error, lifecycle ...error) (*Result, error) {
 		return res, nil
 	}
 	if lerr == nil {
-		lerr = cause
+		return res, &RunError{Result: res, Err: cause}
 	}
-	return res, &RunError{Result: res, Err: lerr}
+	return res, &RunError{Result: res, Err: lerr, lifecycle: lerr}
 }
