@@ -63,31 +63,36 @@ func NotStarted(ctx context.Context, res *Result, why string) (*Result, error) {
 }
 
 // StartFailed makes res the result of a command that did not start
-// because of err: outcome start_failed, Error set. err is classified by
-// wrapping the sentinel that says why (ErrNotFound, ErrNotExec, ErrHook,
-// ErrIsolation) where it can tell; the returned error is a
-// *RunError with res and that error. Fields of res already set (the
-// identity of a long-lived tree the command was to run in) are kept.
+// because of err: outcome start_failed, Error set, and a *RunError with
+// res and err. Fields of res already set (the identity of a long-lived
+// tree the command was to run in) are kept. err is taken as it is: Start
+// has classified its own failures already (see classifyStart), and a
+// front-end's failures before a command starts (a session that is closed,
+// a stdin it could not set up) are its own, not the command's.
 func StartFailed(res *Result, err error) (*Result, error) {
 	res.Outcome = OutcomeStartFailed
+	res.Error = err.Error()
+	return res, &RunError{Result: res, Err: err}
+}
+
+// classifyStart wraps an error from starting a command in the sentinel
+// that says why it did not start (ErrNotFound, ErrNotExec, ErrHook,
+// ErrIsolation) where it can tell.
+func classifyStart(err error) error {
 	switch {
-	case errors.Is(err, ErrHook), errors.Is(err, ErrNotFound), errors.Is(err, ErrNotExec), errors.Is(err, ErrBadCommand):
-		// Classified already (by a StartFailed of the run layer's,
-		// whose error a session passes on).
 	case errors.Is(err, contain.ErrHold):
-		err = fmt.Errorf("%w: %w", ErrHook, err)
+		return fmt.Errorf("%w: %w", ErrHook, err)
 	case errors.Is(err, ErrIsolation):
 		// Said already, and not the command's failure even if it wraps
 		// a permission error.
 	case errors.Is(err, contain.ErrUnsupported):
-		err = fmt.Errorf("%w: %w", ErrIsolation, err)
+		return fmt.Errorf("%w: %w", ErrIsolation, err)
 	case errors.Is(err, fs.ErrNotExist):
-		err = fmt.Errorf("%w: %w", ErrNotFound, err)
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case errors.Is(err, fs.ErrPermission) || isNoExec(err):
-		err = fmt.Errorf("%w: %w", ErrNotExec, err)
+		return fmt.Errorf("%w: %w", ErrNotExec, err)
 	}
-	res.Error = err.Error()
-	return res, &RunError{Result: res, Err: err}
+	return err
 }
 
 // Finish completes res, whose Outcome, ExitCode and Signal are set, and

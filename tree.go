@@ -84,7 +84,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 	}
 	fail := func(err error) (*Tree, error) {
 		cancel()
-		_, rerr := StartFailed(res, err)
+		_, rerr := StartFailed(res, classifyStart(err))
 		return nil, rerr
 	}
 	path, err := c.lookPath()
@@ -447,7 +447,7 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 		if errors.As(err, &re) {
 			return re.Result, err
 		}
-		return &Result{Outcome: OutcomeStartFailed, ExitCode: -1, FirstOutput: -1, Error: err.Error()}, err
+		return StartFailed(&Result{ExitCode: -1, FirstOutput: -1}, err)
 	}
 	return t.Wait()
 }
