@@ -398,8 +398,8 @@ func (t *Tree) supervise() {
 	res.EndedAt = time.Now()
 	res.Duration = res.EndedAt.Sub(res.StartedAt)
 	res.FirstOutput = rl.firstOutput()
-	res.StdoutBytes = rl.streams[0].n.Load()
-	res.StderrBytes = rl.streams[1].n.Load()
+	res.StdoutBytes = rl.m.Bytes(0)
+	res.StderrBytes = rl.m.Bytes(1)
 	if werr := rl.outputError(); werr != nil {
 		res.OutputError = werr.Error()
 	}

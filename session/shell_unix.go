@@ -662,9 +662,9 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		res.EndedAt = time.Now()
 		res.Duration = res.EndedAt.Sub(res.StartedAt)
-		res.FirstOutput = k.firstOutput()
-		res.StdoutBytes, res.StderrBytes = k.n[0].Load(), k.n[1].Load()
-		if werr := k.writeErr(); werr != nil {
+		res.FirstOutput = k.out.FirstOutput()
+		res.StdoutBytes, res.StderrBytes = k.out.Bytes(0), k.out.Bytes(1)
+		if werr := k.out.WriteErr(); werr != nil {
 			res.OutputError = werr.Error()
 		}
 	}
