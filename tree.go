@@ -71,7 +71,7 @@ type Tree struct {
 // outcome is cancelled or timeout (see OutcomeOf). Ending ctx after the
 // tree has settled has no effect.
 func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
-	res := &Result{ExitCode: -1, FirstOutput: -1}
+	res := NewResult(Identity{})
 	if ctx.Err() != nil {
 		_, err := NotStarted(ctx, res, "cancelled before start: nothing ran")
 		return nil, err
@@ -154,7 +154,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		res.StartedAt = time.Time{}
 		return fail(err)
 	}
-	t := newTree(c, ctx, cancel, ct, res)
+	t := newTree(c, ctx, cancel, ct, res.StartedAt)
 	t.stdin = stdin
 	t.rl = newRelay(res.StartedAt, c.MaxOutput, outR, errR, c.Stdout, c.Stderr)
 	go t.supervise()
@@ -190,22 +190,21 @@ func (c *Cmd) Adopt(id Identity) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{ExitCode: -1, FirstOutput: -1, StartedAt: time.Now()}
 	ac := &Cmd{Grace: c.Grace, StopSignal: c.StopSignal, Escalate: c.Escalate, Drain: c.Drain}
-	t := newTree(ac, context.Background(), func() {}, ct, res)
-	t.rl = newRelay(res.StartedAt, 0, nil, nil, nil, nil)
+	t := newTree(ac, context.Background(), func() {}, ct, time.Now())
+	t.rl = newRelay(t.res.StartedAt, 0, nil, nil, nil, nil)
 	go t.supervise()
 	return t, nil
 }
 
-func newTree(c *Cmd, ctx context.Context, cancel context.CancelFunc, ct contain.Tree, res *Result) *Tree {
+func newTree(c *Cmd, ctx context.Context, cancel context.CancelFunc, ct contain.Tree, startedAt time.Time) *Tree {
 	t := &Tree{
-		c: c, ctx: ctx, cancel: cancel, tree: ct, ident: identityOf(ct.Identity()), res: res,
+		c: c, ctx: ctx, cancel: cancel, tree: ct, ident: identityOf(ct.Identity()),
 		done: make(chan struct{}), stopReq: make(chan struct{}), kill: make(chan struct{}),
 		release: make(chan struct{}),
 	}
-	res.Isolation = string(t.ident.Isolation)
-	res.Pid, res.Pgid, res.Cgroup = t.ident.Pid, t.ident.Pgid, t.ident.Cgroup
+	t.res = NewResult(t.ident)
+	t.res.StartedAt = startedAt
 	return t
 }
 
@@ -447,7 +446,7 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 		if errors.As(err, &re) {
 			return re.Result, err
 		}
-		return StartFailed(&Result{ExitCode: -1, FirstOutput: -1}, err)
+		return StartFailed(NewResult(Identity{}), err)
 	}
 	return t.Wait()
 }

@@ -516,8 +516,9 @@ func joinErr(a, b string) string {
 	return a + "; " + b
 }
 
-// newResult is the result of a command before anything is known of it.
-func newResult() *corral.Result { return &corral.Result{ExitCode: -1, FirstOutput: -1} }
+// newResult is the result of a command before anything is known of it,
+// not even the shell it was to run in.
+func newResult() *corral.Result { return corral.NewResult(corral.Identity{}) }
 
 func startFailed(err error) (*corral.Result, error) { return corral.StartFailed(newResult(), err) }
 

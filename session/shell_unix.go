@@ -618,9 +618,7 @@ func newNonce() string {
 // exec runs one command. dir is the directory for a stdin FIFO ("" only for
 // the startup command, which has no stdin).
 func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string) (*corral.Result, error) {
-	ident := sh.tree.Identity()
-	res := &corral.Result{ExitCode: -1, FirstOutput: -1, Isolation: string(ident.Isolation),
-		Pid: ident.Pid, Pgid: ident.Pgid, Cgroup: ident.Cgroup}
+	res := corral.NewResult(sh.tree.Identity())
 	if sh.isDead() {
 		res, _ = corral.StartFailed(res, errShellGone)
 		return res, errUnusable
