@@ -404,7 +404,7 @@ func (sh *shell) readStream(i int) {
 // shell we own closes it once, in the prelude (exec 3<&-). A held shell
 // must keep a read-write end: it is what keeps the channel from reaching
 // end of file when the owner dies. bash moves it, in the prelude, to
-// descriptor 254 (heldKeeper): above what exec {fd} hands out (the lowest
+// descriptor 254 (heldChannelFd): above what exec {fd} hands out (the lowest
 // free from 10) and below bash's own 255, so descriptors 3 and up are
 // the command's as in bash -c; what remains is that bash cannot make it
 // close-on-exec, so the programs a command starts inherit it, and a
@@ -414,9 +414,9 @@ func (sh *shell) readStream(i int) {
 // on 3 is undone after it; dash's own copies are on 10 and up, which
 // dash's commands cannot name.
 
-// heldKeeper is the descriptor on which a held bash keeps its channel's
+// heldChannelFd is the descriptor on which a held bash keeps its channel's
 // read-write end.
-const heldKeeper = "254"
+const heldChannelFd = "254"
 
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
@@ -463,7 +463,7 @@ func (p protocol) prelude(held bool) string {
 		// The channel's read-write end moves out of the command's way
 		// (see the end of the comment above on the protocol); sent
 		// again on Attach, when 3 is closed already, it does nothing.
-		b.WriteString("{ exec " + heldKeeper + "<&3 3<&-;} 2>/dev/null\n")
+		b.WriteString("{ exec " + heldChannelFd + "<&3 3<&-;} 2>/dev/null\n")
 	}
 	bi, ex := "builtin ", "builtin "
 	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
