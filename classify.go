@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 
 	"github.com/corral-dev/corral/internal/contain"
 )
@@ -26,6 +27,10 @@ var ErrStopped = errors.New("stopped by its owner")
 // recorded one (a reused pid).
 var ErrGone = contain.ErrGone
 
+// ErrReleased is the cause (RunError.Err) of the result of a Tree that
+// Tree.Release let go on without its owner; its outcome is cancelled.
+var ErrReleased = errors.New("released by its owner: the tree goes on")
+
 // OutcomeOf is the outcome of a run that corral stopped because ctx ended:
 // timeout if its deadline passed, cancelled otherwise (ctx.Err() must be
 // non-nil).
@@ -36,29 +41,58 @@ func OutcomeOf(ctx context.Context) Outcome {
 	return OutcomeCancelled
 }
 
+// StopSignalFor is the first signal for a run stopped because ctx was
+// cancelled: the signal of the *StopCause ctx was cancelled with, if it
+// was and the signal is one, else def (nil: SIGTERM).
+func StopSignalFor(ctx context.Context, def os.Signal) os.Signal {
+	var sc *StopCause
+	if errors.As(context.Cause(ctx), &sc) && sc.Signal != nil {
+		return sc.Signal
+	}
+	return def
+}
+
+// NotStarted makes res the result of a command that never started because
+// ctx ended first (ctx.Err() must be non-nil): outcome cancelled or
+// timeout (OutcomeOf), Error why, and a *RunError whose Err is
+// context.Cause(ctx).
+func NotStarted(ctx context.Context, res *Result, why string) (*Result, error) {
+	res.Outcome = OutcomeOf(ctx)
+	res.Error = why
+	return res, &RunError{Result: res, Err: context.Cause(ctx)}
+}
+
 // StartFailed makes res the result of a command that did not start
-// because of err: outcome start_failed, Error set. err is classified by
-// wrapping the sentinel that says why (ErrNotFound, ErrNotExec, ErrHook,
-// ErrIsolation) where it can tell; the returned error is a
-// *RunError with res and that error. Fields of res already set (the
-// identity of a long-lived tree the command was to run in) are kept.
+// because of err: outcome start_failed, Error set, and a *RunError with
+// res and err. Fields of res already set (the identity of a long-lived
+// tree the command was to run in) are kept. err is taken as it is: Start
+// has classified its own failures already (see classifyStart), and a
+// front-end's failures before a command starts (a session that is closed,
+// a stdin it could not set up) are its own, not the command's.
 func StartFailed(res *Result, err error) (*Result, error) {
 	res.Outcome = OutcomeStartFailed
+	res.Error = err.Error()
+	return res, &RunError{Result: res, Err: err}
+}
+
+// classifyStart wraps an error from starting a command in the sentinel
+// that says why it did not start (ErrNotFound, ErrNotExec, ErrHook,
+// ErrIsolation) where it can tell.
+func classifyStart(err error) error {
 	switch {
 	case errors.Is(err, contain.ErrHold):
-		err = fmt.Errorf("%w: %w", ErrHook, err)
+		return fmt.Errorf("%w: %w", ErrHook, err)
 	case errors.Is(err, ErrIsolation):
 		// Said already, and not the command's failure even if it wraps
 		// a permission error.
 	case errors.Is(err, contain.ErrUnsupported):
-		err = fmt.Errorf("%w: %w", ErrIsolation, err)
+		return fmt.Errorf("%w: %w", ErrIsolation, err)
 	case errors.Is(err, fs.ErrNotExist):
-		err = fmt.Errorf("%w: %w", ErrNotFound, err)
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
 	case errors.Is(err, fs.ErrPermission) || isNoExec(err):
-		err = fmt.Errorf("%w: %w", ErrNotExec, err)
+		return fmt.Errorf("%w: %w", ErrNotExec, err)
 	}
-	res.Error = err.Error()
-	return res, &RunError{Result: res, Err: err}
+	return err
 }
 
 // Finish completes res, whose Outcome, ExitCode and Signal are set, and
@@ -92,7 +126,7 @@ func Finish(res *Result, cause error, lifecycle ...error) (*Result, error) {
 		return res, nil
 	}
 	if lerr == nil {
-		lerr = cause
+		return res, &RunError{Result: res, Err: cause}
 	}
-	return res, &RunError{Result: res, Err: lerr}
+	return res, &RunError{Result: res, Err: lerr, lifecycle: lerr}
 }

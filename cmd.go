@@ -92,6 +92,17 @@ type Cmd struct {
 	// it (it is still counted and timed).
 	Stdout io.Writer
 	Stderr io.Writer
+	// StdoutFile and StderrFile, if set, are handed to the root as its
+	// stdout and stderr directly, in place of a pipe that the Tree reads:
+	// whoever holds the other end reads that stream, as with os/exec and
+	// an *os.File. Such a stream is not relayed, counted, timed, limited
+	// by MaxOutput or drained (the result counts none of it, and the
+	// writer of that stream is not used). A long-lived tree whose owner
+	// reads its output itself (a session's shell, which finds where each
+	// command's output ends) uses them. The caller keeps the files and
+	// may close its copies once Start has returned.
+	StdoutFile *os.File
+	StderrFile *os.File
 	// ExtraFiles are handed to the root as descriptors 3, 4, ... (Unix), as
 	// for os/exec: a command channel, say. The caller keeps them and may
 	// close its copies once Start has returned.

@@ -50,7 +50,14 @@ var ErrUnsupported = contain.ErrUnsupported
 type RunError struct {
 	Result *Result
 	Err    error
+
+	lifecycle error // set by Finish: the lifecycle failures alone
 }
+
+// Lifecycle is the failures of the run's lifecycle (a kill that could not
+// be confirmed, a drain cut off, releasing the tree's containment), nil
+// if there were none: Err without the cause of a stop.
+func (e *RunError) Lifecycle() error { return e.lifecycle }
 
 func (e *RunError) Error() string {
 	r := e.Result

@@ -5,28 +5,22 @@ import (
 	"io"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/corral-dev/corral/internal/output"
 )
 
-// relay copies the tree's stdout and stderr pipes to the caller's writers,
-// counting bytes, timing the first byte and enforcing the output limit. It
-// reads with its own loop (not io.Copy), so a writer's ReadFrom can never
-// bypass the accounting.
+// relay copies the tree's stdout and stderr pipes to the caller's writers
+// through an output.Meter, which counts the bytes, times the first one and
+// enforces the output limit. It reads with its own loop (not io.Copy), so
+// a writer's ReadFrom can never bypass the accounting.
 type relay struct {
-	start time.Time
-	limit int64 // 0: none
-	// first is the time of the first byte since start, plus one; 0: none.
-	first atomic.Int64
-	total atomic.Int64
-	// limitHit is closed the first time output passes limit.
-	limitHit  chan struct{}
-	limitOnce sync.Once
-	wg        sync.WaitGroup
-	done      chan struct{} // closed when both streams reached EOF or were cut
-	streams   [2]*stream
-	errMu     sync.Mutex
-	writeErr  error
+	m *output.Meter
+	// limitHit is closed the first time output passes the limit.
+	limitHit <-chan struct{}
+	wg       sync.WaitGroup
+	done     chan struct{} // closed when both streams reached EOF or were cut
+	streams  [2]*stream
 }
 
 // relayBufs recycles the read buffers: large enough that a fast writer is
@@ -35,31 +29,27 @@ type relay struct {
 var relayBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 type stream struct {
+	i int      // 0: stdout, 1: stderr
 	r *os.File // read end; the relay's goroutine owns it and closes it
-	w io.Writer
-	n atomic.Int64
 }
 
 func newRelay(start time.Time, limit int64, stdout, stderr *os.File, wout, werr io.Writer) *relay {
-	rl := &relay{start: start, limit: limit, limitHit: make(chan struct{}), done: make(chan struct{})}
-	rl.streams[0] = &stream{r: stdout, w: wout}
-	rl.streams[1] = &stream{r: stderr, w: werr}
-	// The two streams may share one writer (or two that share state), so
-	// writes are always serialised. Comparing the writers instead would
-	// panic for writers of uncomparable types (a func, a slice).
-	shared := &sync.Mutex{}
+	m := output.New(start, limit, wout, werr)
+	rl := &relay{m: m, limitHit: m.LimitHit(), done: make(chan struct{})}
+	rl.streams[0] = &stream{i: 0, r: stdout}
+	rl.streams[1] = &stream{i: 1, r: stderr}
 	for _, s := range rl.streams {
 		if s.r == nil {
-			continue // an adopted tree: its output is not ours
+			continue // an adopted tree, or a file handed to the root: not ours
 		}
 		rl.wg.Add(1)
-		go rl.copy(s, shared)
+		go rl.copy(s)
 	}
 	go func() { rl.wg.Wait(); close(rl.done) }()
 	return rl
 }
 
-func (rl *relay) copy(s *stream, mu *sync.Mutex) {
+func (rl *relay) copy(s *stream) {
 	defer rl.wg.Done()
 	defer s.r.Close()
 	bp := relayBufs.Get().(*[]byte)
@@ -68,49 +58,16 @@ func (rl *relay) copy(s *stream, mu *sync.Mutex) {
 	for {
 		n, err := s.r.Read(buf)
 		if n > 0 {
-			rl.first.CompareAndSwap(0, int64(time.Since(rl.start))+1)
-			keep := rl.admit(n)
-			if keep > 0 && s.w != nil {
-				mu.Lock()
-				_, werr := s.w.Write(buf[:keep])
-				mu.Unlock()
-				if werr != nil {
-					// Stop reading, as a direct pipe would: the
-					// command's next write fails (EPIPE or SIGPIPE).
-					rl.errMu.Lock()
-					if rl.writeErr == nil {
-						rl.writeErr = werr
-					}
-					rl.errMu.Unlock()
-					s.n.Add(int64(keep))
-					return
-				}
+			if _, werr := rl.m.Deliver(s.i, buf[:n], time.Now()); werr != nil {
+				// Stop reading, as a direct pipe would: the
+				// command's next write fails (EPIPE or SIGPIPE).
+				return
 			}
-			s.n.Add(int64(keep))
 		}
 		if err != nil {
 			return
 		}
 	}
-}
-
-// admit reserves up to n bytes of the output budget and returns how many
-// may be delivered; it closes limitHit when the budget is exceeded.
-func (rl *relay) admit(n int) int {
-	if rl.limit <= 0 {
-		rl.total.Add(int64(n))
-		return n
-	}
-	after := rl.total.Add(int64(n))
-	before := after - int64(n)
-	if after <= rl.limit {
-		return n
-	}
-	rl.limitOnce.Do(func() { close(rl.limitHit) })
-	if before >= rl.limit {
-		return 0
-	}
-	return int(rl.limit - before)
 }
 
 // eofWithin reports whether both streams reach end of file within d; stop
@@ -138,19 +95,11 @@ func (rl *relay) cut() {
 	<-rl.done
 }
 
-func (rl *relay) firstOutput() time.Duration {
-	v := rl.first.Load()
-	if v == 0 {
-		return -1
-	}
-	return time.Duration(v - 1)
-}
+func (rl *relay) firstOutput() time.Duration { return rl.m.FirstOutput() }
 
 func (rl *relay) outputError() error {
-	rl.errMu.Lock()
-	defer rl.errMu.Unlock()
-	if errors.Is(rl.writeErr, os.ErrDeadlineExceeded) {
-		return nil
+	if err := rl.m.WriteErr(); !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
 	}
-	return rl.writeErr
+	return nil
 }

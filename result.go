@@ -92,6 +92,17 @@ type Result struct {
 	Accounting string
 }
 
+// NewResult returns the result of a run in the tree id before anything is
+// known of how it went: no outcome yet, ExitCode -1, FirstOutput -1, and
+// the tree's identity (Isolation, Pid, Pgid, Cgroup; none for a zero id).
+// It is the one place a result takes its identity from an Identity: a
+// Tree's results and a session's command results (run inside its shell's
+// tree) start here.
+func NewResult(id Identity) *Result {
+	return &Result{ExitCode: -1, FirstOutput: -1,
+		Isolation: string(id.Isolation), Pid: id.Pid, Pgid: id.Pgid, Cgroup: id.Cgroup}
+}
+
 // MarshalJSON writes the result as one object with snake_case fields and
 // durations in milliseconds.
 func (r *Result) MarshalJSON() ([]byte, error) {

@@ -170,13 +170,11 @@ func stopTreeWith(tree contain.Tree, sig syscall.Signal, grace time.Duration, es
 // of a *StopCause the context was cancelled with, else StopSignal, else
 // SIGTERM (0).
 func (c *Cmd) stopSignal(ctx context.Context, why Outcome) syscall.Signal {
-	var sc *StopCause
-	if why == OutcomeCancelled && errors.As(context.Cause(ctx), &sc) {
-		if s, ok := sc.Signal.(syscall.Signal); ok {
-			return s
-		}
+	sig := c.StopSignal
+	if why == OutcomeCancelled {
+		sig = StopSignalFor(ctx, sig)
 	}
-	if s, ok := c.StopSignal.(syscall.Signal); ok {
+	if s, ok := sig.(syscall.Signal); ok {
 		return s
 	}
 	return 0
@@ -289,10 +287,21 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// closeAll closes each file that is not nil.
 func closeAll(fs ...*os.File) {
 	for _, f := range fs {
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 	}
+}
+
+// or is f if it is set, else g.
+func or(f, g *os.File) *os.File {
+	if f != nil {
+		return f
+	}
+	return g
 }
 
 func without(all, drop []int) []int {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/corral-dev/corral/internal/contain"
@@ -42,9 +43,14 @@ type Tree struct {
 	// out (or at once, for a negative grace).
 	stopReq chan struct{}
 	kill    chan struct{}
+	// release is closed by the first Release.
+	release     chan struct{}
+	releaseOnce sync.Once
 	// stopMu guards the fields that follow.
 	stopMu    sync.Mutex
 	stopGrace time.Duration
+	stopSig   os.Signal       // of the first Stop; nil: the Cmd's
+	stopEsc   <-chan struct{} // of the first Stop; nil: none
 	stopAsked bool
 	killed    bool
 	killAt    time.Time
@@ -65,11 +71,10 @@ type Tree struct {
 // outcome is cancelled or timeout (see OutcomeOf). Ending ctx after the
 // tree has settled has no effect.
 func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
-	res := &Result{ExitCode: -1, FirstOutput: -1}
+	res := NewResult(Identity{})
 	if ctx.Err() != nil {
-		res.Outcome = OutcomeOf(ctx)
-		res.Error = "cancelled before start: nothing ran"
-		return nil, &RunError{Result: res, Err: context.Cause(ctx)}
+		_, err := NotStarted(ctx, res, "cancelled before start: nothing ran")
+		return nil, err
 	}
 	// Timeout counts from here, start included (an OnStart that hangs
 	// runs into it too), as it always has for Run.
@@ -79,7 +84,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 	}
 	fail := func(err error) (*Tree, error) {
 		cancel()
-		_, rerr := StartFailed(res, err)
+		_, rerr := StartFailed(res, classifyStart(err))
 		return nil, rerr
 	}
 	path, err := c.lookPath()
@@ -91,18 +96,22 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		iso = contain.Best()
 	}
 
-	// Pipes: the child's ends are closed here once it has started.
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return fail(err)
+	// Pipes: the child's ends are closed here once it has started. A
+	// stream the caller gave a file for gets that file, and no pipe.
+	var outR, outW, errR, errW *os.File
+	if c.StdoutFile == nil {
+		if outR, outW, err = os.Pipe(); err != nil {
+			return fail(err)
+		}
+		growPipe(outW)
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(outR, outW)
-		return fail(err)
+	if c.StderrFile == nil {
+		if errR, errW, err = os.Pipe(); err != nil {
+			closeAll(outR, outW)
+			return fail(err)
+		}
+		growPipe(errW)
 	}
-	growPipe(outW)
-	growPipe(errW)
 	stdin, stdinDone, err := c.stdinFile()
 	if err != nil {
 		closeAll(outR, outW, errR, errW)
@@ -117,7 +126,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		Argv:       c.Args,
 		Env:        env,
 		Dir:        c.Dir,
-		Files:      append([]*os.File{stdin, outW, errW}, c.ExtraFiles...),
+		Files:      append([]*os.File{stdin, or(c.StdoutFile, outW), or(c.StderrFile, errW)}, c.ExtraFiles...),
 		Marker:     MarkerEnv + "=" + newID(),
 		Foreground: c.Foreground,
 		Limits:     c.limits(),
@@ -138,15 +147,14 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		spec.Argv = append([]string{"sh", path}, spec.Argv[1:]...)
 		ct, err = contain.Start(iso, spec)
 	}
-	outW.Close()
-	errW.Close()
+	closeAll(outW, errW)
 	stdinDone(ct != nil)
 	if err != nil {
 		closeAll(outR, errR)
 		res.StartedAt = time.Time{}
 		return fail(err)
 	}
-	t := newTree(c, ctx, cancel, ct, res)
+	t := newTree(c, ctx, cancel, ct, res.StartedAt)
 	t.stdin = stdin
 	t.rl = newRelay(res.StartedAt, c.MaxOutput, outR, errR, c.Stdout, c.Stderr)
 	go t.supervise()
@@ -171,25 +179,32 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 // running (also when its pid now names another process: a reused pid is
 // refused), and ErrUnsupported where trees cannot be found again (see
 // contain.CanAdopt: Linux only).
-func Adopt(id Identity) (*Tree, error) {
+func Adopt(id Identity) (*Tree, error) { return (&Cmd{}).Adopt(id) }
+
+// Adopt is the package's Adopt for a tree to be handled as c says: its
+// Grace, StopSignal, Escalate and Drain apply as for a tree c started (the
+// policy for descendants is always KillDescendants). Of c only these are
+// used; c must not be changed afterwards.
+func (c *Cmd) Adopt(id Identity) (*Tree, error) {
 	ct, err := contain.AdoptLive(id.contain())
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{ExitCode: -1, FirstOutput: -1, StartedAt: time.Now()}
-	t := newTree(&Cmd{}, context.Background(), func() {}, ct, res)
-	t.rl = newRelay(res.StartedAt, 0, nil, nil, nil, nil)
+	ac := &Cmd{Grace: c.Grace, StopSignal: c.StopSignal, Escalate: c.Escalate, Drain: c.Drain}
+	t := newTree(ac, context.Background(), func() {}, ct, time.Now())
+	t.rl = newRelay(t.res.StartedAt, 0, nil, nil, nil, nil)
 	go t.supervise()
 	return t, nil
 }
 
-func newTree(c *Cmd, ctx context.Context, cancel context.CancelFunc, ct contain.Tree, res *Result) *Tree {
+func newTree(c *Cmd, ctx context.Context, cancel context.CancelFunc, ct contain.Tree, startedAt time.Time) *Tree {
 	t := &Tree{
-		c: c, ctx: ctx, cancel: cancel, tree: ct, ident: identityOf(ct.Identity()), res: res,
+		c: c, ctx: ctx, cancel: cancel, tree: ct, ident: identityOf(ct.Identity()),
 		done: make(chan struct{}), stopReq: make(chan struct{}), kill: make(chan struct{}),
+		release: make(chan struct{}),
 	}
-	res.Isolation = string(t.ident.Isolation)
-	res.Pid, res.Pgid, res.Cgroup = t.ident.Pid, t.ident.Pgid, t.ident.Cgroup
+	t.res = NewResult(t.ident)
+	t.res.StartedAt = startedAt
 	return t
 }
 
@@ -235,11 +250,19 @@ func (t *Tree) Wait() (*Result, error) {
 // unless a later call's grace runs out sooner. After the tree settled it
 // does nothing. It must not be called from the Cmd's Stdout or Stderr
 // writers or OnStart (it would wait for itself).
-func (t *Tree) Stop(grace time.Duration) {
+func (t *Tree) Stop(grace time.Duration) { t.StopWith(nil, grace, nil) }
+
+// StopWith is Stop with sig as the first signal in place of the Cmd's
+// StopSignal (nil: that one), and a grace period that also ends when
+// escalate is closed (nil: only the Cmd's Escalate ends it early). A
+// session stops its shell's tree for a cancelled command so, with the
+// signal and escalation of that command. Only the first call's sig and
+// escalate are used.
+func (t *Tree) StopWith(sig os.Signal, grace time.Duration, escalate <-chan struct{}) {
 	t.stopMu.Lock()
 	if !t.stopAsked {
 		t.stopAsked = true
-		t.stopGrace = grace
+		t.stopGrace, t.stopSig, t.stopEsc = grace, sig, escalate
 		close(t.stopReq)
 	}
 	switch {
@@ -261,6 +284,21 @@ func (t *Tree) Stop(grace time.Duration) {
 		}
 	}
 	t.stopMu.Unlock()
+	<-t.done
+}
+
+// Release lets the tree go on without this Tree, for an owner that is
+// about to exit and leaves the tree to a later one (a held shell, which
+// another process takes over with Adopt): nothing is signalled, the
+// supervisor stops watching, and Wait returns at once with outcome
+// cancelled and an error wrapping ErrReleased. What the tree's
+// containment holds in this process (a pidfd, the unreaped root once it
+// exits) is kept until this process exits. A tree whose root has
+// already exited is not released: it settles as usual, and Release
+// returns once it has. Like Stop, Release returns when Wait's result is
+// final, and does nothing after the tree settled.
+func (t *Tree) Release() {
+	t.releaseOnce.Do(func() { close(t.release) })
 	<-t.done
 }
 
@@ -291,6 +329,17 @@ func (t *Tree) supervise() {
 
 	select {
 	case <-tree.Exited():
+	case <-t.release:
+		select {
+		case <-tree.Exited(): // too late: it settles as usual
+		default:
+			res.Outcome = OutcomeCancelled
+			res.EndedAt = time.Now()
+			res.Duration = res.EndedAt.Sub(res.StartedAt)
+			res.Error = "released: the tree goes on without its owner"
+			t.res, t.err = res, &RunError{Result: res, Err: ErrReleased}
+			return
+		}
 	case <-ctx.Done():
 		stopped, cause = OutcomeOf(ctx), context.Cause(ctx)
 	case <-rl.limitHit:
@@ -299,17 +348,21 @@ func (t *Tree) supervise() {
 		stopped, cause = OutcomeCancelled, ErrStopped
 	}
 	if stopped != "" {
-		grace := c.grace()
+		grace, sig := c.grace(), c.stopSignal(ctx, stopped)
+		var userEsc <-chan struct{}
 		switch {
 		case stopped == OutcomeOutputLimit:
 			grace = -1 // a flood gains nothing from a grace period
 		case cause == ErrStopped:
 			t.stopMu.Lock()
-			grace = t.stopGrace
+			grace, userEsc = t.stopGrace, t.stopEsc
+			if s, ok := t.stopSig.(syscall.Signal); ok {
+				sig = s
+			}
 			t.stopMu.Unlock()
 		}
-		esc, stop := escalation(nil, nil, c.Escalate, t.kill)
-		pids, err := stopTreeWith(tree, c.stopSignal(ctx, stopped), grace, esc)
+		esc, stop := escalation(userEsc, nil, c.Escalate, t.kill)
+		pids, err := stopTreeWith(tree, sig, grace, esc)
 		if err != nil {
 			res.KillFailed = true
 			lifecycle = append(lifecycle, err)
@@ -344,8 +397,8 @@ func (t *Tree) supervise() {
 	res.EndedAt = time.Now()
 	res.Duration = res.EndedAt.Sub(res.StartedAt)
 	res.FirstOutput = rl.firstOutput()
-	res.StdoutBytes = rl.streams[0].n.Load()
-	res.StderrBytes = rl.streams[1].n.Load()
+	res.StdoutBytes = rl.m.Bytes(0)
+	res.StderrBytes = rl.m.Bytes(1)
 	if werr := rl.outputError(); werr != nil {
 		res.OutputError = werr.Error()
 	}
@@ -393,7 +446,7 @@ func (c *Cmd) Run(ctx context.Context) (*Result, error) {
 		if errors.As(err, &re) {
 			return re.Result, err
 		}
-		return &Result{Outcome: OutcomeStartFailed, ExitCode: -1, FirstOutput: -1, Error: err.Error()}, err
+		return StartFailed(NewResult(Identity{}), err)
 	}
 	return t.Wait()
 }
@@ -426,16 +479,59 @@ type Orphan struct {
 	id Identity
 }
 
-// FindOrphan re-finds the tree named by id. It returns an error wrapping
+// FindOrphan re-finds the tree named by id. reparented are processes its
+// owner recorded as the tree's while it ran (from Reparented): each counts
+// as the tree's while its pid still names the process that started at the
+// recorded time, and so do its descendants. It returns an error wrapping
 // ErrGone when nothing of it can be alive (recorded under another boot,
 // its cgroup gone), and ErrUnsupported where trees cannot be found again.
-func FindOrphan(id Identity) (*Orphan, error) {
-	o, err := contain.Adopt(id.contain())
+func FindOrphan(id Identity, reparented ...Proc) (*Orphan, error) {
+	var o contain.Orphan
+	var err error
+	if len(reparented) == 0 {
+		o, err = contain.Adopt(id.contain())
+	} else {
+		procs := make([]contain.Proc, len(reparented))
+		for i, p := range reparented {
+			procs[i] = contain.Proc(p)
+		}
+		o, err = contain.AdoptWith(id.contain(), procs)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return &Orphan{o: o, id: id}, nil
 }
+
+// Proc names one process for as long as the boot lasts: its pid and its
+// start time in clock ticks after boot.
+type Proc struct {
+	Pid       int    `json:"pid"`
+	StartTime uint64 `json:"start_time"`
+}
+
+// Reparented lists the live processes of the pgroup tree id, owned by this
+// process, that are the tree's only because they were reparented to this
+// process (a `setsid -f env -i CMD` whose parent exited): they carry no
+// marker, are in no group of the tree and have no member as parent. Once
+// the owner is gone nothing links them to the tree, so an owner that
+// records its trees records them too, for FindOrphan. It is empty where
+// the owner cannot tell its tree's orphans from others (it runs several
+// trees, or starts children outside corral), for other isolations and on
+// systems without a child subreaper.
+func Reparented(id Identity) []Proc {
+	procs := contain.Adopted(id.contain())
+	out := make([]Proc, len(procs))
+	for i, p := range procs {
+		out[i] = Proc(p)
+	}
+	return out
+}
+
+// CanAdopt reports whether recorded trees can be found again here (Adopt,
+// FindOrphan): Linux only, where /proc gives start times and pidfds pin
+// processes.
+func CanAdopt() bool { return contain.CanAdopt() }
 
 // Identity is the identity the orphan was found by.
 func (o *Orphan) Identity() Identity { return o.id }

@@ -3,16 +3,21 @@
 // terminal, while every command gets its own output, exit status, outcome
 // and timings, like corral.Cmd.Run.
 //
-// A session's shell is a contained tree (cgroup or process group, as with
-// corral.Run). It reads its commands from a pipe of its own on descriptor 3,
+// A session's shell is a tree of the run layer: started with
+// corral.Cmd.Start (cgroup or process group, as with corral.Run), its
+// stdout and stderr handed to it as files that the session reads itself,
+// stopped through its corral.Tree, and classified with the run layer's
+// own functions, so a command's result says what corral.Cmd.Run would.
+// The shell reads its commands from a pipe of its own on descriptor 3,
 // never from its standard input, so a command that reads stdin gets the
 // caller's input or end of file and can neither see nor consume what comes
 // next. Completion is detected exactly: each command gets a fresh random
-// nonce; its status, with the shell's working directory, comes back on a
-// separate descriptor, and a marker with the nonce on stdout and stderr tells
-// where the command's output ends. Output containing anything at all,
+// nonce, and a marker with the nonce on stdout and on stderr tells where
+// the command's output ends on each; the one on stdout also carries its
+// exit status, the shell's flags and working directory (and, when
+// tracked, its exported environment). Output containing anything at all,
 // binary output, output without a trailing newline, and no output work the
-// same.
+// same (see the protocol in shell_unix.go).
 //
 // Cancelling a command (its context ends, its timeout passes, its output
 // limit is hit) resets the session: the whole session tree is stopped
@@ -27,9 +32,11 @@
 //
 // A held session (Config.HoldDir) outlives its owner: its command channel
 // and output are FIFOs that the shell itself holds open, so no helper
-// process is needed and the owner's death costs nothing. Another process
-// takes the shell over with Attach, after checking the identity recorded
-// through Config.OnStart or Config.OnHeld (Linux only; see CanAttach), and
+// process is needed and the owner's death costs nothing. An owner that
+// stops lets it go with Detach (its Tree is released, not stopped).
+// Another process takes the shell over with Attach (corral.Cmd.Adopt),
+// after checking the identity recorded through Config.OnStart or
+// Config.OnHeld (Linux only; see CanAttach), and
 // the FIFOs themselves: HoldDir must be ours alone, and each FIFO is opened
 // without following a link and must be ours, private and the one recorded
 // (OnHeld's Fifos); otherwise Attach sends nothing and fails with

@@ -131,8 +131,8 @@ func TestDescriptorsAsInBashC(t *testing.T) {
 			want := string(b)
 			if shellName(s) == "bash" && s.cfg.HoldDir != "" {
 				// A held bash's channel, which bash cannot make
-				// close-on-exec (shell_unix.go, heldKeeper).
-				want = strings.Replace(want, "2 ", "2 "+heldKeeper+" ", 1)
+				// close-on-exec (shell_unix.go, heldChannelFd).
+				want = strings.Replace(want, "2 ", "2 "+heldChannelFd+" ", 1)
 			}
 			out, _, _, _ := run(t, s, fdsOf, o)
 			// Descriptors this test process inherited without

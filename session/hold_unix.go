@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/corral-dev/corral"
-	"github.com/corral-dev/corral/internal/contain"
 	"github.com/corral-dev/corral/internal/statedir"
 )
 
@@ -231,9 +230,9 @@ func releaseStdinIn(d *os.File) {
 // Attach stops its tree through the identity gate and returns an error; a
 // failure that is this process's own (out of descriptors, memory or
 // threads: EMFILE, ENFILE, ENOMEM, EAGAIN) leaves the shell untouched. If
-// the shell is gone already, the error wraps contain's ErrGone and what
+// the shell is gone already, the error wraps corral.ErrGone and what
 // its tree may have left (background jobs) is not touched here: the
-// caller reaps it through the same identity, as the daemon does.
+// caller reaps it through the same identity (Reap), as the daemon does.
 func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	if cfg.HoldDir == "" {
 		return nil, errors.New("session: Attach needs Config.HoldDir")
@@ -263,7 +262,8 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 		// shell's: leave it untouched for a later attempt.
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, openErr)
 	}
-	tree, err := contain.AdoptLive(containIdentity(id))
+	ac := &corral.Cmd{Grace: s.cfg.Grace, Drain: s.cfg.Drain}
+	tree, err := ac.Adopt(id)
 	if err != nil {
 		if openErr == nil {
 			ends.closeOurs()
@@ -271,8 +271,8 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)
 	}
 	if openErr != nil {
-		contain.Stop(tree, -1, contain.KillBound, nil)
-		tree.Close()
+		tree.Stop(-1)
+		tree.Wait()
 		return nil, openErr
 	}
 	releaseStdinIn(d)
@@ -317,4 +317,4 @@ func shortage(err error) bool {
 // CanAttach reports whether Attach can take a held shell over on this
 // platform (Linux: a shell is re-found through its start time and a
 // pidfd; elsewhere it cannot be verified, so it is never taken over).
-func CanAttach() bool { return contain.CanAdopt() }
+func CanAttach() bool { return corral.CanAdopt() }

@@ -214,9 +214,7 @@ func (s *Session) Exec(ctx context.Context, code string, opts Options) (*corral.
 	}
 	release, err := s.turn.acquire(ctx)
 	if err != nil {
-		res := &corral.Result{ExitCode: -1, FirstOutput: -1, Outcome: ctxOutcome(ctx),
-			Error: "ended while waiting for its turn: nothing ran"}
-		return res, &corral.RunError{Result: res, Err: err}
+		return corral.NotStarted(ctx, newResult(), "ended while waiting for its turn: nothing ran")
 	}
 	defer release()
 	for attempt := 0; ; attempt++ {
@@ -518,17 +516,11 @@ func joinErr(a, b string) string {
 	return a + "; " + b
 }
 
-func startFailed(err error) (*corral.Result, error) {
-	res := &corral.Result{Outcome: corral.OutcomeStartFailed, ExitCode: -1, FirstOutput: -1, Error: err.Error()}
-	return res, &corral.RunError{Result: res, Err: err}
-}
+// newResult is the result of a command before anything is known of it,
+// not even the shell it was to run in.
+func newResult() *corral.Result { return corral.NewResult(corral.Identity{}) }
 
-func ctxOutcome(ctx context.Context) corral.Outcome {
-	if ctx.Err() == context.DeadlineExceeded {
-		return corral.OutcomeTimeout
-	}
-	return corral.OutcomeCancelled
-}
+func startFailed(err error) (*corral.Result, error) { return corral.StartFailed(newResult(), err) }
 
 // deleteEnv is env without its entries for name.
 func deleteEnv(env []string, name string) []string {

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral"
-	"github.com/corral-dev/corral/internal/contain"
 )
 
 // errUnusable is returned by shell.exec when the shell was gone before the
@@ -58,7 +57,7 @@ func shellArgv(path string) []string {
 // stdout and stderr.
 type shell struct {
 	cfg      *Config
-	tree     contain.Tree
+	tree     *corral.Tree
 	ctl      *os.File    // our end of the shell's descriptor 3
 	streams  [2]*os.File // our ends of its stdout and stderr
 	eof      [2]chan struct{}
@@ -104,35 +103,32 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	null, err := os.Open(os.DevNull)
-	if err != nil {
-		ends.closeTheirs()
-		ends.closeOurs()
-		return nil, err
+	env := withoutStartupHooks(cfg.Env)
+	if env == nil {
+		env = []string{} // not nil: that would be this process's
 	}
-	iso := contain.Isolation(cfg.Isolation)
-	if iso == "" {
-		iso = contain.Auto
-	}
-	spec := &contain.Spec{
-		Path:   path,
-		Argv:   shellArgv(path),
-		Env:    withoutStartupHooks(cfg.Env),
-		Dir:    cfg.Dir,
-		Files:  []*os.File{null, ends.theirs[0], ends.theirs[1], ends.theirs[2]},
-		Marker: corral.MarkerEnv + "=" + newNonce(),
+	c := &corral.Cmd{
+		Path: path, Args: shellArgv(path), Env: env, Dir: cfg.Dir,
+		StdoutFile: ends.theirs[0], StderrFile: ends.theirs[1],
+		ExtraFiles: []*os.File{ends.theirs[2]},
+		Isolation:  cfg.Isolation, Grace: cfg.Grace, Drain: cfg.Drain,
 	}
 	switch {
 	case cfg.OnHeld != nil && cfg.HoldDir != "":
-		spec.Hold = func(ci contain.Identity) error { return cfg.OnHeld(publicIdentity(ci), fifos) }
+		c.OnStart = func(id corral.Identity) error { return cfg.OnHeld(id, fifos) }
 	case cfg.OnStart != nil:
-		spec.Hold = func(ci contain.Identity) error { return cfg.OnStart(publicIdentity(ci)) }
+		c.OnStart = cfg.OnStart
 	}
-	tree, err := contain.Start(iso, spec)
-	null.Close()
+	// The shell's tree lives until the session lets it go: no context of
+	// a command's bounds it.
+	tree, err := c.Start(context.Background())
 	ends.closeTheirs()
 	if err != nil {
 		ends.closeOurs()
+		var re *corral.RunError
+		if errors.As(err, &re) && re.Err != nil {
+			err = re.Err // classified by Start; its result is not this command's
+		}
 		return nil, fmt.Errorf("session: start %s: %w", cfg.Shell, err)
 	}
 	sh := newShell(cfg, tree, ends)
@@ -196,7 +192,7 @@ func makePipes() (*shellEnds, error) {
 	return e, nil
 }
 
-func newShell(cfg *Config, tree contain.Tree, ends *shellEnds) *shell {
+func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 	sh := &shell{
 		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams,
 		proto:    protoFor(cfg.Shell),
@@ -408,7 +404,7 @@ func (sh *shell) readStream(i int) {
 // shell we own closes it once, in the prelude (exec 3<&-). A held shell
 // must keep a read-write end: it is what keeps the channel from reaching
 // end of file when the owner dies. bash moves it, in the prelude, to
-// descriptor 254 (heldKeeper): above what exec {fd} hands out (the lowest
+// descriptor 254 (heldChannelFd): above what exec {fd} hands out (the lowest
 // free from 10) and below bash's own 255, so descriptors 3 and up are
 // the command's as in bash -c; what remains is that bash cannot make it
 // close-on-exec, so the programs a command starts inherit it, and a
@@ -418,9 +414,9 @@ func (sh *shell) readStream(i int) {
 // on 3 is undone after it; dash's own copies are on 10 and up, which
 // dash's commands cannot name.
 
-// heldKeeper is the descriptor on which a held bash keeps its channel's
+// heldChannelFd is the descriptor on which a held bash keeps its channel's
 // read-write end.
-const heldKeeper = "254"
+const heldChannelFd = "254"
 
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
@@ -467,7 +463,7 @@ func (p protocol) prelude(held bool) string {
 		// The channel's read-write end moves out of the command's way
 		// (see the end of the comment above on the protocol); sent
 		// again on Attach, when 3 is closed already, it does nothing.
-		b.WriteString("{ exec " + heldKeeper + "<&3 3<&-;} 2>/dev/null\n")
+		b.WriteString("{ exec " + heldChannelFd + "<&3 3<&-;} 2>/dev/null\n")
 	}
 	bi, ex := "builtin ", "builtin "
 	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
@@ -622,12 +618,9 @@ func newNonce() string {
 // exec runs one command. dir is the directory for a stdin FIFO ("" only for
 // the startup command, which has no stdin).
 func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string) (*corral.Result, error) {
-	ident := sh.tree.Identity()
-	res := &corral.Result{ExitCode: -1, FirstOutput: -1, Isolation: string(ident.Isolation),
-		Pid: ident.Pid, Pgid: ident.Pgid, Cgroup: ident.Cgroup}
+	res := corral.NewResult(sh.tree.Identity())
 	if sh.isDead() {
-		res.Outcome = corral.OutcomeStartFailed
-		res.Error = "the session's shell was gone before the command was submitted"
+		res, _ = corral.StartFailed(res, errShellGone)
 		return res, errUnusable
 	}
 	nonce := newNonce()
@@ -645,7 +638,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		// Its name is drawn apart from the nonce: the command can read
 		// it (/proc/self/fd/0, the directory).
 		if in, err = newFifo(filepath.Join(dir, "in-"+newNonce()), opts.Stdin); err != nil {
-			return startFailedResult(res, err)
+			return corral.StartFailed(res, err)
 		}
 		stdin = in.path
 	}
@@ -667,9 +660,9 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		res.EndedAt = time.Now()
 		res.Duration = res.EndedAt.Sub(res.StartedAt)
-		res.FirstOutput = k.firstOutput()
-		res.StdoutBytes, res.StderrBytes = k.n[0].Load(), k.n[1].Load()
-		if werr := k.writeErr(); werr != nil {
+		res.FirstOutput = k.out.FirstOutput()
+		res.StdoutBytes, res.StderrBytes = k.out.Bytes(0), k.out.Bytes(1)
+		if werr := k.out.WriteErr(); werr != nil {
 			res.OutputError = werr.Error()
 		}
 	}
@@ -677,8 +670,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		// Nothing of the command reached the shell: it is gone.
 		sh.dead.Store(true)
 		finish()
-		res.Outcome = corral.OutcomeStartFailed
-		res.Error = "the session's shell was gone before the command was submitted"
+		res, _ = corral.StartFailed(res, errShellGone)
 		return res, errUnusable
 	}
 
@@ -695,11 +687,11 @@ wait:
 			finish()
 			res.Outcome = corral.OutcomeCancelled
 			res.Error = "the session was detached; the command goes on in its shell"
-			return res, &corral.RunError{Result: res, Err: ErrClosed}
+			return corral.Finish(res, ErrClosed)
 		case <-sh.tree.Exited():
 			died = true
 		case <-ctx.Done():
-			stopped = ctxOutcome(ctx)
+			stopped = corral.OutcomeOf(ctx)
 		case <-k.limitHit:
 			stopped = corral.OutcomeOutputLimit
 		case <-idle.C:
@@ -740,52 +732,43 @@ wait:
 		lifecycle = sh.stop(sh.cfg.Grace)
 		res.Outcome, res.ExitCode = corral.OutcomeExited, -1
 	case stopped != "":
-		grace, sig := sh.cfg.Grace, syscall.Signal(0)
+		grace, sig := sh.cfg.Grace, opts.StopSignal
 		if opts.Grace != 0 {
 			grace = opts.Grace
 		}
-		if s, ok := opts.StopSignal.(syscall.Signal); ok {
-			sig = s
-		}
-		var sc *corral.StopCause
-		if stopped == corral.OutcomeCancelled && errors.As(context.Cause(ctx), &sc) {
-			if s, ok := sc.Signal.(syscall.Signal); ok {
-				sig = s // the signal the client received
-			}
+		if stopped == corral.OutcomeCancelled {
+			sig = corral.StopSignalFor(ctx, sig) // the signal the client received
 		}
 		if stopped == corral.OutcomeOutputLimit {
 			grace = -1
 		}
-		var pids []int
-		lifecycle = sh.stopWith(sig, grace, opts.Escalate, &pids)
-		res.ProcessesStopped = len(pids)
-		for _, p := range pids {
-			if p != sh.tree.Identity().Pid {
-				res.DescendantsKilled++
-			}
+		var tres *corral.Result
+		lifecycle, tres = sh.stopWith(sig, grace, opts.Escalate)
+		if tres != nil {
+			res.ProcessesStopped, res.DescendantsKilled = tres.ProcessesStopped, tres.DescendantsKilled
+			res.Signal = tres.Signal
 		}
 		res.Outcome = stopped
-		if st := sh.tree.Status(); st.Signal != 0 {
-			res.Signal = st.Signal
-		}
 	case died && sh.closing.Load():
 		lifecycle = sh.stop(sh.cfg.Grace)
 		res.Outcome = corral.OutcomeCancelled
 		res.Error = joinErr(res.Error, "the session was closed")
 	case died:
-		lifecycle = sh.stop(sh.cfg.Grace)
-		st := sh.tree.Status()
+		var st *corral.Result
+		lifecycle, st = sh.stopWith(nil, sh.cfg.Grace, nil)
 		why := "the shell exited; the session restarts"
 		switch {
+		case st == nil:
+			res.Outcome, res.ExitCode = corral.OutcomeExited, -1
 		case st.Signal != 0:
 			res.Outcome, res.Signal = corral.OutcomeSignaled, st.Signal
-		case st.Code < 0:
+		case st.ExitCode < 0:
 			// A shell taken over by Attach is not our child: how it
 			// ended is not ours to learn.
 			res.Outcome, res.ExitCode = corral.OutcomeExited, -1
 			why = "the shell exited with a status this process cannot know (it took the shell over from an earlier owner); the session restarts"
 		default:
-			res.Outcome, res.ExitCode = corral.OutcomeExited, st.Code
+			res.Outcome, res.ExitCode = corral.OutcomeExited, st.ExitCode
 		}
 		res.Error = joinErr(res.Error, why)
 	default:
@@ -812,14 +795,6 @@ wait:
 		}
 		sh.mu.Unlock()
 	}
-	if lifecycle != nil {
-		res.KillFailed = errors.Is(lifecycle, errKillFailed)
-		res.DrainCutOff = errors.Is(lifecycle, corral.ErrDrainCutOff)
-		res.Error = joinErr(res.Error, lifecycle.Error())
-	}
-	if res.Outcome == corral.OutcomeExited && res.ExitCode == 0 && lifecycle == nil {
-		return res, nil
-	}
 	var cause error
 	switch {
 	case stopped == corral.OutcomeTimeout || stopped == corral.OutcomeCancelled:
@@ -827,10 +802,11 @@ wait:
 	case res.Outcome == corral.OutcomeCancelled:
 		cause = ErrClosed
 	}
-	return res, &corral.RunError{Result: res, Err: errors.Join(cause, lifecycle)}
+	return corral.Finish(res, cause, lifecycle)
 }
 
-var errKillFailed = corral.ErrKillFailed
+// errShellGone is why a command was not handed to the session's shell.
+var errShellGone = errors.New("the session's shell was gone before the command was submitted")
 
 // idleFirst and idleEvery space the checks of whether a shell that has
 // not answered waits for input (waitingForInput): a command still running
@@ -891,34 +867,29 @@ func (sh *shell) trueCwd(logical string) string {
 	return real
 }
 
-func startFailedResult(res *corral.Result, err error) (*corral.Result, error) {
-	res.Outcome = corral.OutcomeStartFailed
-	res.Error = err.Error()
-	return res, &corral.RunError{Result: res, Err: err}
-}
-
 // stop ends the shell and its whole tree (grace, then kill), waits up to
 // the drain bound for the output pipes to close, and releases everything.
 // Only the first call does anything.
-func (sh *shell) stop(grace time.Duration) error { return sh.stopEscalating(grace, nil) }
-
-// stopEscalating is stop whose grace ends early when escalate is closed.
-func (sh *shell) stopEscalating(grace time.Duration, escalate <-chan struct{}) error {
-	return sh.stopWith(0, grace, escalate, nil)
+func (sh *shell) stop(grace time.Duration) error {
+	err, _ := sh.stopWith(nil, grace, nil)
+	return err
 }
 
-// stopWith is stopEscalating sending sig first (0: SIGTERM); if stopped is
-// not nil, the first call sets it to the processes it stopped.
-func (sh *shell) stopWith(sig syscall.Signal, grace time.Duration, escalate <-chan struct{}, stopped *[]int) error {
+// stopWith is stop sending sig first (nil: SIGTERM), with a grace that
+// escalate ends early. It returns the lifecycle failures and the result of
+// the shell's tree (nil if a call before this one stopped it): the
+// processes it stopped, how its root ended.
+func (sh *shell) stopWith(sig os.Signal, grace time.Duration, escalate <-chan struct{}) (error, *corral.Result) {
+	var tres *corral.Result
 	sh.stopOnce.Do(func() {
 		sh.dead.Store(true)
 		var errs []error
-		pids, err := contain.StopWith(sh.tree, sig, grace, contain.KillBound, escalate)
-		if stopped != nil {
-			*stopped = pids
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%w: %w", errKillFailed, err))
+		sh.tree.StopWith(sig, grace, escalate)
+		r, err := sh.tree.Wait()
+		tres = r
+		var re *corral.RunError
+		if errors.As(err, &re) && re.Lifecycle() != nil {
+			errs = append(errs, re.Lifecycle())
 		}
 		sh.ctl.Close()
 		drain := time.NewTimer(sh.cfg.Drain)
@@ -940,12 +911,9 @@ func (sh *shell) stopWith(sig syscall.Signal, grace time.Duration, escalate <-ch
 			<-sh.eof[i]
 			f.Close()
 		}
-		if err := sh.tree.Close(); err != nil {
-			errs = append(errs, err)
-		}
 		sh.stopErr = errors.Join(errs...)
 	})
-	return sh.stopErr
+	return sh.stopErr, tres
 }
 
 // detach lets the shell go on without us: a running exec returns, and our
@@ -953,6 +921,7 @@ func (sh *shell) stopWith(sig syscall.Signal, grace time.Duration, escalate <-ch
 func (sh *shell) detach() {
 	sh.detachMu.Do(func() {
 		close(sh.detached)
+		sh.tree.Release()
 		sh.ctl.Close()
 		for i, f := range sh.streams {
 			f.Close()

@@ -2,16 +2,18 @@ package session
 
 import (
 	"bytes"
-	"io"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/corral-dev/corral/internal/output"
 )
 
 // sink receives one command's output from the shell's stdout and stderr:
-// it passes it to the caller's writers, counts and times it, enforces the
-// output limit, and finds the marker that ends it on each stream: the
+// it finds the marker that ends it on each stream, and hands the command's
+// share to an output.Meter (the run layer's accounting), which passes it
+// to the caller's writers, counts and times it and enforces the output
+// limit. The marker is the
 // prefix "\037corral:NONCE " and a trailer, "RC FLAGS PWD\0" (plus the exported
 // environment and "\0" when tracked) on stdout, "RC\037" on stderr. Bytes
 // after a marker belong to no command.
@@ -30,15 +32,12 @@ type sink struct {
 	echo, echoAs []byte
 	trackEnv     bool
 	start        time.Time
-	limit        int64
-	limitHit     chan struct{}
+	out          *output.Meter
+	limitHit     <-chan struct{}  // out's
 	found        [2]chan struct{} // closed when stream i's marker is complete
-	n            [2]atomic.Int64
-	first        atomic.Int64 // time of first output since start, plus one
 
-	// mu guards the fields that follow, and serialises writes to w.
+	// mu guards the fields that follow, and orders what is handed to out.
 	mu      sync.Mutex
-	w       [2]io.Writer
 	echoGot []byte    // what stream 1 gave so far, while it may be echo
 	carry   [2][]byte // a tail that may be the start of the prefix
 	carryAt [2]time.Time
@@ -52,10 +51,7 @@ type sink struct {
 	execFn  bool   // and one named exec
 	env     []string
 	haveCwd bool
-	total   int64
-	hit     bool
 	closed  bool
-	werr    error
 }
 
 const (
@@ -69,14 +65,14 @@ const (
 const maxTrailer = 16 << 20
 
 func newSink(nonce string, start time.Time, opts Options, trackEnv bool) *sink {
+	out := output.New(start, opts.MaxOutput, opts.Stdout, opts.Stderr)
 	return &sink{
 		prefix:   []byte("\x1fcorral:" + nonce + " "),
 		trackEnv: trackEnv,
 		start:    start,
-		limit:    opts.MaxOutput,
-		limitHit: make(chan struct{}),
+		out:      out,
+		limitHit: out.LimitHit(),
 		found:    [2]chan struct{}{make(chan struct{}), make(chan struct{})},
-		w:        [2]io.Writer{opts.Stdout, opts.Stderr},
 	}
 }
 
@@ -293,29 +289,7 @@ func (k *sink) shellFlags() (flags string, evalFn bool, ok bool) {
 }
 
 // emit delivers p (first read at time at) within the output limit.
-func (k *sink) emit(i int, p []byte, at time.Time) {
-	if len(p) == 0 {
-		return
-	}
-	k.first.CompareAndSwap(0, int64(at.Sub(k.start))+1)
-	if k.limit > 0 {
-		room := k.limit - k.total
-		if int64(len(p)) > room {
-			p = p[:max(room, 0)]
-			if !k.hit {
-				k.hit = true
-				close(k.limitHit)
-			}
-		}
-	}
-	k.total += int64(len(p))
-	k.n[i].Add(int64(len(p)))
-	if w := k.w[i]; w != nil && len(p) > 0 && k.werr == nil {
-		if _, err := w.Write(p); err != nil {
-			k.werr = err
-		}
-	}
-}
+func (k *sink) emit(i int, p []byte, at time.Time) { k.out.Deliver(i, p, at) }
 
 // waitMarkers waits up to d for the markers on both streams.
 func (k *sink) waitMarkers(d time.Duration) bool {
@@ -347,18 +321,4 @@ func (k *sink) close() {
 		k.carry[i] = nil
 	}
 	k.closed = true
-}
-
-func (k *sink) firstOutput() time.Duration {
-	v := k.first.Load()
-	if v == 0 {
-		return -1
-	}
-	return time.Duration(v - 1)
-}
-
-func (k *sink) writeErr() error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return k.werr
 }

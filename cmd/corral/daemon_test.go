@@ -694,12 +694,12 @@ func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 // socket) instead of a held shell.
 func forgeRecord(t *testing.T, state, name string, pid int, legacy bool) {
 	t.Helper()
-	k := &store.Keeper{Pid: pid, StartTime: 1, BootID: bootID(t), Isolation: "pgroup",
-		Pgid: pid, Marker: "CORRAL_TREE=forged"}
+	k := &store.Shell{Identity: corral.Identity{Pid: pid, StartTime: 1, BootID: bootID(t), Isolation: "pgroup",
+		Pgid: pid, Marker: "CORRAL_TREE=forged"}}
 	if legacy {
-		k.Socket = filepath.Join(state, "keepers", "forged.sock")
+		k.KeeperSocket = filepath.Join(state, "keepers", "forged.sock")
 	}
-	putRecord(t, state, &store.Session{Name: name, Shell: "/bin/sh", Cwd: "/", State: store.Up, Keeper: k})
+	putRecord(t, state, &store.Session{Name: name, Shell: "/bin/sh", Cwd: "/", State: store.Up, Tree: k})
 }
 
 func bootID(t *testing.T) string {
@@ -733,7 +733,7 @@ func TestDaemonBrokenSession(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("ok", "true")
 	putRecord(t, e.state, &store.Session{Name: "odd", Shell: "/bin/sh", Cwd: "/", State: store.Up,
-		Keeper: &store.Keeper{Pid: 1, StartTime: 1, BootID: bootID(t), Isolation: "cgroup", Cgroup: "/tmp/t-not-a-cgroup"}})
+		Tree: &store.Shell{Identity: corral.Identity{Pid: 1, StartTime: 1, BootID: bootID(t), Isolation: "cgroup", Cgroup: "/tmp/t-not-a-cgroup"}}})
 	out, _, rc := e.run("ls", "--json")
 	if rc != 0 {
 		t.Fatalf("ls: %d", rc)

@@ -29,7 +29,12 @@
 //     TerminateJobObject; closing the job does not kill it.
 //
 // A Tree has one owner; its methods other than Exited, Identity and Status
-// must not be called concurrently.
+// must not be called concurrently. Trees are started, stopped, adopted and
+// reaped only by the run layer (package corral, whose Tree is that
+// owner): sessions and run records reach the backends through
+// corral.Cmd.Start, Tree, Adopt and FindOrphan, and corral.Identity is the
+// durable form of Identity. Other packages use only its process facts
+// (ProcessAlive, SelfStart) and process-wide set-up.
 package contain
 
 import (

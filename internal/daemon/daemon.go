@@ -369,7 +369,7 @@ func (d *Daemon) startRecovery() {
 	var todo []*store.Session
 	d.mu.Lock()
 	for _, rec := range recs {
-		if rec.Keeper != nil {
+		if rec.Tree != nil {
 			todo = append(todo, rec)
 			d.recovering[rec.Name] = &recovery{done: make(chan struct{})}
 		}
@@ -379,7 +379,7 @@ func (d *Daemon) startRecovery() {
 	// behind the reaps of dead ones.
 	live := map[string]bool{}
 	for _, r := range todo {
-		live[r.Name] = contain.ProcessAlive(r.Keeper.Pid, r.Keeper.StartTime)
+		live[r.Name] = contain.ProcessAlive(r.Tree.Pid, r.Tree.StartTime)
 	}
 	slices.SortStableFunc(todo, func(a, b *store.Session) int {
 		switch aa, ba := live[a.Name], live[b.Name]; {
@@ -471,15 +471,15 @@ func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
 			return true
 		}
 	}
-	if rec.Keeper == nil {
+	if rec.Tree == nil {
 		d.recoveredOne(name)
 		return false
 	}
 	// A record with a socket names a keeper process of an older corral:
 	// it cannot be taken over, only reaped.
-	if rec.Keeper.Socket == "" {
-		s, err := session.Attach(d.sessionConfig(rec), rec.Keeper.Identity(),
-			session.State{Cwd: rec.Cwd, Env: rec.Env, Fifos: fifosOf(rec.Keeper.Fifos)})
+	if rec.Tree.KeeperSocket == "" {
+		s, err := session.Attach(d.sessionConfig(rec), rec.Tree.Identity,
+			session.State{Cwd: rec.Cwd, Env: rec.Env, Fifos: fifosOf(rec.Tree.Fifos)})
 		if err == nil {
 			d.mu.Lock()
 			closing := d.closing
@@ -492,7 +492,7 @@ func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
 				return false
 			}
 			d.store.Update(rec.Name, func(r *store.Session) error { r.State = store.Up; return nil })
-			d.cfg.Log.Info("took over shell", "session", rec.Name, "pid", rec.Keeper.Pid)
+			d.cfg.Log.Info("took over shell", "session", rec.Name, "pid", rec.Tree.Pid)
 			d.recoveredOne(name)
 			d.bg.Add(1)
 			go func() {
@@ -510,19 +510,19 @@ func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
 				r.State, r.Reason = store.Broken, err.Error()
 				return nil
 			})
-			d.cfg.Log.Warn("session broken: refused to take over its shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
+			d.cfg.Log.Warn("session broken: refused to take over its shell", "session", rec.Name, "pid", rec.Tree.Pid, "err", err)
 			d.recoveredOne(name)
 			return false
 		}
-		if !errors.Is(err, contain.ErrGone) && contain.ProcessAlive(rec.Keeper.Pid, rec.Keeper.StartTime) {
+		if !errors.Is(err, contain.ErrGone) && contain.ProcessAlive(rec.Tree.Pid, rec.Tree.StartTime) {
 			d.cfg.Log.Warn("cannot take over shell now; it is left alone and tried again", "session", rec.Name,
-				"pid", rec.Keeper.Pid, "err", err)
+				"pid", rec.Tree.Pid, "err", err)
 			d.stillRecovering(name, err)
 			return true
 		}
-		d.cfg.Log.Info("cannot take over shell", "session", rec.Name, "pid", rec.Keeper.Pid, "err", err)
+		d.cfg.Log.Info("cannot take over shell", "session", rec.Name, "pid", rec.Tree.Pid, "err", err)
 	}
-	d.settle(rec.Name, rec.Keeper)
+	d.settle(rec.Name, rec.Tree)
 	d.recoveredOne(name)
 	return false
 }
@@ -609,8 +609,8 @@ func (d *Daemon) stopRecovery() {
 // settle kills what is left of a recorded shell tree that is not held
 // (through its identity) and marks the session down; if that cannot be
 // done, the session is broken, its identity kept for another attempt.
-func (d *Daemon) settle(name string, k *store.Keeper) error {
-	if err := session.Reap(k.Identity()); err != nil {
+func (d *Daemon) settle(name string, k *store.Shell) error {
+	if err := session.Reap(k.Identity); err != nil {
 		d.store.Update(name, func(r *store.Session) error {
 			r.State, r.Reason = store.Broken, err.Error()
 			return nil
@@ -620,7 +620,7 @@ func (d *Daemon) settle(name string, k *store.Keeper) error {
 	}
 	d.cfg.Log.Info("session down", "session", name)
 	return d.store.Update(name, func(r *store.Session) error {
-		r.State, r.Keeper, r.Reason = store.Down, nil, ""
+		r.State, r.Tree, r.Reason = store.Down, nil, ""
 		return nil
 	})
 }
@@ -640,8 +640,8 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 		OnHeld: func(id corral.Identity, f session.Fifos) error {
 			d.cfg.Log.Info("shell started", "session", name, "pid", id.Pid, "isolation", id.Isolation)
 			return d.store.Update(name, func(r *store.Session) error {
-				r.Keeper, r.State = store.KeeperOf(id), store.Up
-				r.Keeper.Fifos = &store.Fifos{Ctl: store.FileID(f.Ctl), Out: store.FileID(f.Out), Err: store.FileID(f.Err)}
+				r.Tree, r.State = &store.Shell{Identity: id}, store.Up
+				r.Tree.Fifos = &store.Fifos{Ctl: store.FileID(f.Ctl), Out: store.FileID(f.Out), Err: store.FileID(f.Err)}
 				return nil
 			})
 		},
@@ -705,8 +705,8 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 	} else if err != nil {
 		return nil, err
 	}
-	if rec.Keeper != nil {
-		if err := d.settle(name, rec.Keeper); err != nil {
+	if rec.Tree != nil {
+		if err := d.settle(name, rec.Tree); err != nil {
 			return nil, status.Errorf(codes.FailedPrecondition, "session %s is broken: %v (corral kill %s drops it)", name, err, name)
 		}
 	}
@@ -1025,10 +1025,10 @@ func (d *Daemon) kill(name string) error {
 			errs = append(errs, err)
 		}
 	}
-	if rec.Keeper != nil {
+	if rec.Tree != nil {
 		// A tree that cannot be checked is left alone: only the record
 		// goes (the user asked for that).
-		session.Reap(rec.Keeper.Identity())
+		session.Reap(rec.Tree.Identity)
 	}
 	os.RemoveAll(d.holdDir(name))
 	if err := d.store.Delete(name); err != nil && !errors.Is(err, store.ErrNotFound) {

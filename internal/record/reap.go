@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/contain"
 )
 
@@ -39,7 +40,7 @@ type Reaped struct {
 }
 
 // Reap kills every recorded tree whose owner is gone, through the identity
-// gate of contain.Adopt, and removes its record. Trees whose owner is alive
+// gate of corral.FindOrphan, and removes its record. Trees whose owner is alive
 // are left alone. With dry set nothing is signalled or removed. Running it
 // twice is harmless: the second run finds no records of killed trees.
 //
@@ -70,8 +71,8 @@ func reapOne(s Store, r *Record, dry bool) Reaped {
 		res.Action = OwnerAlive
 		return res
 	}
-	tree, err := contain.AdoptWith(r.identity(), r.Adopted)
-	if errors.Is(err, contain.ErrGone) {
+	tree, err := corral.FindOrphan(r.Identity, r.Adopted...)
+	if errors.Is(err, corral.ErrGone) {
 		return removeRecord(s, res, dry, Gone, WouldRemove)
 	}
 	if err != nil {
@@ -93,14 +94,7 @@ func reapOne(s Store, r *Record, dry bool) Reaped {
 		}
 		return res
 	}
-	if len(pids) > 0 {
-		kerr := tree.Kill()
-		if werr := tree.WaitEmpty(10 * time.Second); werr != nil {
-			res.Action, res.Error = Failed, errors.Join(kerr, werr).Error()
-			return res
-		}
-	}
-	if err := tree.Remove(); err != nil {
+	if err := tree.Kill(); err != nil {
 		res.Action, res.Error = Failed, err.Error()
 		return res
 	}

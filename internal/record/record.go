@@ -54,19 +54,9 @@ type Record struct {
 	Argv    []string  `json:"argv"`
 	Created time.Time `json:"created"`
 	// Adopted lists processes the owner held as the tree's only because
-	// they were reparented to it (contain.Adopted), as last seen while
+	// they were reparented to it (corral.Reparented), as last seen while
 	// it ran: once the owner is gone nothing else links them to the tree.
-	Adopted []contain.Proc `json:"adopted,omitempty"`
-}
-
-// identity is the tree's identity as contain knows it (reap hands it to
-// contain.AdoptWith with the adopted processes).
-func (r *Record) identity() contain.Identity {
-	return contain.Identity{
-		Isolation: contain.Isolation(r.Isolation),
-		Pid:       r.Pid, Pgid: r.Pgid, Cgroup: r.Cgroup, Job: r.Job,
-		StartTime: r.StartTime, BootID: r.BootID, Marker: r.Marker,
-	}
+	Adopted []corral.Proc `json:"adopted,omitempty"`
 }
 
 // recordOf is the record of the tree id running argv, owned by the calling
@@ -85,7 +75,7 @@ func recordOf(id corral.Identity, argv []string) *Record {
 //
 // For a pgroup tree it also watches, every adoptPoll, for processes that
 // are the tree's only because they were reparented to this process
-// (contain.Adopted: a `setsid -f env -i CMD` whose parent exited) and adds
+// (corral.Reparented: a `setsid -f env -i CMD` whose parent exited) and adds
 // them to the record, so that Reap can still find them if this process
 // dies. One adopted and orphaned again within the same adoptPoll is not
 // recorded.
@@ -122,18 +112,18 @@ func (t *Tracker) OnStart(id corral.Identity) error {
 	if err := t.store.Write(r); err != nil {
 		return err
 	}
-	if contain.CanAdopt() && string(r.Isolation) == string(contain.Pgroup) {
+	if corral.CanAdopt() && r.Isolation == corral.IsolationPgroup {
 		t.mu.Lock()
 		t.rec = r
 		t.mu.Unlock()
 		t.stop, t.done = make(chan struct{}), make(chan struct{})
-		go t.watch(r.identity())
+		go t.watch(r.Identity)
 	}
 	return nil
 }
 
 // watch adds the tree's adopted processes to the record until Done.
-func (t *Tracker) watch(ident contain.Identity) {
+func (t *Tracker) watch(ident corral.Identity) {
 	defer close(t.done)
 	tick := time.NewTicker(adoptPoll)
 	defer tick.Stop()
@@ -143,7 +133,7 @@ func (t *Tracker) watch(ident contain.Identity) {
 			return
 		case <-tick.C:
 		}
-		procs := contain.Adopted(ident)
+		procs := corral.Reparented(ident)
 		t.mu.Lock()
 		if fresh(t.rec.Adopted, procs) {
 			// Those no longer adopted are gone (or released): keep the
@@ -163,8 +153,8 @@ func (t *Tracker) watch(ident contain.Identity) {
 }
 
 // fresh reports whether procs holds a process that recorded lacks.
-func fresh(recorded, procs []contain.Proc) bool {
-	have := map[contain.Proc]bool{}
+func fresh(recorded, procs []corral.Proc) bool {
+	have := map[corral.Proc]bool{}
 	for _, p := range recorded {
 		have[p] = true
 	}

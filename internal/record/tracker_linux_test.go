@@ -50,7 +50,7 @@ func TestTrackerRecordsAdoptedEscapees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := contain.Proc{Pid: pid, StartTime: st.StartTime}
+	want := corral.Proc{Pid: pid, StartTime: st.StartTime}
 	recorded := false
 	for deadline := time.Now().Add(5 * time.Second); !recorded && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		recs, _ := s.List()

@@ -6,20 +6,20 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
-// TestKeeperFifos: a held shell's FIFO identities are kept with its
-// keeper; a record written before they were (no "fifos" key) reads with
-// none, without a migration.
-func TestKeeperFifos(t *testing.T) {
+// TestShellFifos: a held shell's FIFO identities are kept with its tree;
+// a record written before they were (no "fifos" key) reads with none.
+func TestShellFifos(t *testing.T) {
 	path := filepath.Join(testproc.TempDir(t), "s.db")
 	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &Fifos{Ctl: FileID{Dev: 1, Ino: 2}, Out: FileID{Dev: 1, Ino: 3}, Err: FileID{Dev: 1, Ino: 4}}
-	if err := s.Put(&Session{Name: "new", Keeper: &Keeper{Pid: 7, Fifos: f}}); err != nil {
+	if err := s.Put(&Session{Name: "new", Tree: &Shell{Identity: corral.Identity{Pid: 7}, Fifos: f}}); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -29,17 +29,17 @@ func TestKeeperFifos(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(sessionsBucket).Put([]byte("old"), []byte(`{"name":"old","state":"up","keeper":{"pid":8,"start_time":9,"boot_id":"b"}}`))
+		return tx.Bucket(sessionsBucket).Put([]byte("old"), []byte(`{"name":"old","state":"up","tree":{"pid":8,"start_time":9,"boot_id":"b"}}`))
 	})
 	db.Close()
 	if s, err = Open(path); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if got, err := s.Get("new"); err != nil || got.Keeper.Fifos == nil || *got.Keeper.Fifos != *f {
+	if got, err := s.Get("new"); err != nil || got.Tree.Fifos == nil || *got.Tree.Fifos != *f {
 		t.Fatalf("new: %+v %v", got, err)
 	}
-	if got, err := s.Get("old"); err != nil || got.Keeper == nil || got.Keeper.Pid != 8 || got.Keeper.Fifos != nil {
+	if got, err := s.Get("old"); err != nil || got.Tree == nil || got.Tree.Pid != 8 || got.Tree.Fifos != nil {
 		t.Fatalf("old: %+v %v", got, err)
 	}
 }

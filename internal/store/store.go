@@ -4,23 +4,24 @@
 //
 // Every change is one transaction, fsynced on commit: a crash at any point
 // leaves each record either as it was or as it was written, never torn. The
-// layout (schema version 2):
+// layout (schema version 3):
 //
 //	meta/
-//	    version        "2"
+//	    version        "3"
 //	sessions/
-//	    <name>         a Session without its environment, as JSON
+//	    <name>         a Session without its environment, as JSON; its
+//	                   "tree" is the held shell's identity
+//	                   (corral.Identity) and FIFOs
 //	env/
 //	    <name>         its environment, a JSON array of NAME=value
 //
-// A keeper's "fifos" (the identities of a held shell's FIFOs) is an
-// optional field added within version 2: records without it read with
-// none, and older corrals ignore it, so it needed no migration.
-//
 // Environments are kept apart because they are most of a record's bytes
-// and a listing needs none of them. Migrations run in order when a database
-// with an older version is opened (1 -> 2 moved the environments out); a
-// database from a newer corral is refused rather than misread.
+// and a listing needs none of them. Migrations run in order, in one
+// transaction, when a database with an older version is opened: 1 -> 2
+// moved the environments out; 2 -> 3 renamed each record's "keeper" (the
+// name left from when a keeper process held each shell) to "tree", and a
+// keeper process's "socket" to "keeper_socket". A database from a newer
+// corral is refused (ErrNewerSchema) rather than misread.
 package store
 
 import (
@@ -37,7 +38,7 @@ import (
 )
 
 // Version is the schema version this build reads and writes.
-const Version = 2
+const Version = 3
 
 var (
 	// ErrNotFound: no session of that name.
@@ -95,23 +96,19 @@ const (
 	Broken State = "broken"
 )
 
-// Keeper identifies the process holding a session, durably: a pid is
-// trusted only together with its start time and the boot id. It is the
-// session's shell (which holds its own FIFOs); records of older corrals
-// name a keeper process, with its Socket.
-type Keeper struct {
-	Pid       int    `json:"pid"`
-	StartTime uint64 `json:"start_time"`
-	BootID    string `json:"boot_id"`
-	Isolation string `json:"isolation,omitempty"`
-	Pgid      int    `json:"pgid,omitempty"`
-	Cgroup    string `json:"cgroup,omitempty"`
-	Marker    string `json:"marker,omitempty"`
-	Socket    string `json:"socket,omitempty"`
+// Shell is the durable record of a session's shell: the identity of its
+// tree (a pid is trusted only together with its start time and boot id,
+// and only inside the recorded cgroup or group) and the FIFOs made for it.
+type Shell struct {
+	corral.Identity
 	// Fifos identifies the FIFOs made for the shell, for a take-over to
-	// check that they are still those (absent in records of corrals
-	// before it: an optional JSON field, so no migration).
+	// check that they are still those (nil in records written before
+	// corral recorded them).
 	Fifos *Fifos `json:"fifos,omitempty"`
+	// KeeperSocket is set only in records of corrals from before held
+	// shells, whose shell was held by a keeper process listening there:
+	// such a tree cannot be taken over, only reaped through its identity.
+	KeeperSocket string `json:"keeper_socket,omitempty"`
 }
 
 // Fifos identifies a held shell's command channel and output FIFOs.
@@ -127,18 +124,6 @@ type FileID struct {
 	Ino uint64 `json:"ino"`
 }
 
-// KeeperOf is the record of a session's shell with identity id.
-func KeeperOf(id corral.Identity) *Keeper {
-	return &Keeper{Pid: id.Pid, StartTime: id.StartTime, BootID: id.BootID, Isolation: string(id.Isolation),
-		Pgid: id.Pgid, Cgroup: id.Cgroup, Marker: id.Marker}
-}
-
-// Identity is the recorded identity of the tree k names.
-func (k *Keeper) Identity() corral.Identity {
-	return corral.Identity{Isolation: corral.Isolation(k.Isolation), Pid: k.Pid, Pgid: k.Pgid,
-		Cgroup: k.Cgroup, StartTime: k.StartTime, BootID: k.BootID, Marker: k.Marker}
-}
-
 // Session is the durable record of one named session.
 type Session struct {
 	Name     string    `json:"name"`
@@ -147,10 +132,12 @@ type Session struct {
 	Shell    string    `json:"shell"`
 	// Cwd and Env are as of the last completed command. (Env is stored
 	// apart: List leaves it nil.)
-	Cwd    string   `json:"cwd"`
-	Env    []string `json:"env,omitempty"`
-	State  State    `json:"state"`
-	Keeper *Keeper  `json:"keeper,omitempty"`
+	Cwd   string   `json:"cwd"`
+	Env   []string `json:"env,omitempty"`
+	State State    `json:"state"`
+	// Tree is the session's shell tree while one is recorded (up, or
+	// broken with its identity kept for another attempt); nil when down.
+	Tree *Shell `json:"tree,omitempty"`
 	// Reason says why the session is broken.
 	Reason string `json:"reason,omitempty"`
 }
@@ -166,29 +153,94 @@ var migrations = []func(tx *bolt.Tx) error{
 		return err
 	},
 	// 1 -> 2: environments move to a bucket of their own.
-	func(tx *bolt.Tx) error {
-		if _, err := tx.CreateBucketIfNotExists(envBucket); err != nil {
-			return err
+	moveEnvs,
+	// 2 -> 3: "keeper" becomes "tree", its "socket" "keeper_socket".
+	renameKeeper,
+}
+
+// Migrations work on each record as a JSON object, never through Session:
+// Session is the shape of the latest version, and decoding an older
+// record into it would drop what this build names differently.
+
+// moveEnvs is the migration from version 1 to 2: each record's "env"
+// moves to the env bucket, the rest of the record stays as it was.
+func moveEnvs(tx *bolt.Tx) error {
+	envs, err := tx.CreateBucketIfNotExists(envBucket)
+	if err != nil {
+		return err
+	}
+	return rewrite(tx, func(name []byte, rec map[string]json.RawMessage) error {
+		env, ok := rec["env"]
+		if !ok || string(env) == "null" {
+			env = []byte("null")
 		}
-		var recs []*Session
-		err := tx.Bucket(sessionsBucket).ForEach(func(k, v []byte) error {
-			var rec Session
-			if err := json.Unmarshal(v, &rec); err != nil {
-				return fmt.Errorf("session %q: %w", k, err)
-			}
-			recs = append(recs, &rec)
-			return nil
-		})
+		delete(rec, "env")
+		return envs.Put(name, env)
+	})
+}
+
+// rewrite applies fn to every record of the sessions bucket, as a JSON
+// object, and writes back what fn leaves.
+func rewrite(tx *bolt.Tx, fn func(name []byte, rec map[string]json.RawMessage) error) error {
+	bk := tx.Bucket(sessionsBucket)
+	type kv struct{ k, v []byte }
+	var out []kv
+	err := bk.ForEach(func(k, v []byte) error {
+		var rec map[string]json.RawMessage
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return fmt.Errorf("session %q: %w", k, err)
+		}
+		if err := fn(k, rec); err != nil {
+			return fmt.Errorf("session %q: %w", k, err)
+		}
+		b, err := json.Marshal(rec)
 		if err != nil {
 			return err
 		}
-		for _, rec := range recs {
-			if err := put(tx, rec); err != nil {
-				return err
-			}
-		}
+		out = append(out, kv{append([]byte(nil), k...), b})
 		return nil
-	},
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range out {
+		if err := bk.Put(r.k, r.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renameKeeper is the migration from version 2 to 3: in each record, the
+// "keeper" object becomes "tree" and a keeper process's "socket" becomes
+// "keeper_socket". Every other key, known to this build or not, is kept as
+// it was: the record is rewritten as JSON objects, not through Session, so
+// nothing this build does not know is lost.
+func renameKeeper(tx *bolt.Tx) error {
+	return rewrite(tx, func(_ []byte, rec map[string]json.RawMessage) error {
+		keeper, ok := rec["keeper"]
+		if !ok {
+			return nil
+		}
+		delete(rec, "keeper")
+		if string(keeper) == "null" {
+			return nil
+		}
+		var tree map[string]json.RawMessage
+		if err := json.Unmarshal(keeper, &tree); err != nil {
+			return fmt.Errorf("keeper: %w", err)
+		}
+		if sock, ok := tree["socket"]; ok {
+			delete(tree, "socket")
+			tree["keeper_socket"] = sock
+		}
+		b, err := json.Marshal(tree)
+		if err != nil {
+			return err
+		}
+		rec["tree"] = b
+		return nil
+	})
 }
 
 // Open opens (creating if needed) the database at path with mode 0600 and
@@ -222,7 +274,7 @@ func migrate(tx *bolt.Tx) error {
 		}
 	}
 	if v > Version {
-		return fmt.Errorf("schema version %d > %d: %w", v, Version, ErrNewerSchema)
+		return fmt.Errorf("schema version %d, this corral reads up to %d: %w; run the newer corral, or move the database aside to start afresh", v, Version, ErrNewerSchema)
 	}
 	for ; v < Version; v++ {
 		if err := migrations[v](tx); err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
@@ -68,12 +70,12 @@ func TestPutGetUpdateDeleteList(t *testing.T) {
 	}
 	if err := s.Update("a", func(r *Session) error {
 		r.Cwd, r.State = "/tmp", Up
-		r.Keeper = &Keeper{Pid: 42, StartTime: 7, BootID: "b"}
+		r.Tree = &Shell{Identity: corral.Identity{Pid: 42, StartTime: 7, BootID: "b"}}
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := s.Get("a"); got.Cwd != "/tmp" || got.State != Up || got.Keeper.Pid != 42 {
+	if got, _ := s.Get("a"); got.Cwd != "/tmp" || got.State != Up || got.Tree.Pid != 42 {
 		t.Fatalf("after update: %+v", got)
 	}
 	if err := s.Update("a", func(r *Session) error { r.Env = []string{"X=1", "Y="}; return nil }); err != nil {
@@ -175,7 +177,7 @@ func TestMigrationsAndVersions(t *testing.T) {
 		t.Fatalf("migrating from 1: %v", err)
 	}
 	got, err := s.Get("old")
-	if err != nil || got.Shell != "/bin/dash" || got.Cwd != "/srv" || len(got.Env) != 2 || got.Env[1] != "B=two words" || got.Keeper.Pid != 9 {
+	if err != nil || got.Shell != "/bin/dash" || got.Cwd != "/srv" || len(got.Env) != 2 || got.Env[1] != "B=two words" || got.Tree.Pid != 9 {
 		t.Fatalf("after migration: %+v %v", got, err)
 	}
 	s.db.View(func(tx *bolt.Tx) error {
@@ -196,9 +198,130 @@ func TestMigrationsAndVersions(t *testing.T) {
 		return b.Put(versionKey, []byte(strconv.Itoa(Version+1)))
 	})
 	db.Close()
-	if _, err := Open(newer); !errors.Is(err, ErrNewerSchema) {
+	_, err = Open(newer)
+	if !errors.Is(err, ErrNewerSchema) || !strings.Contains(err.Error(), fmt.Sprintf("schema version %d, this corral reads up to %d", Version+1, Version)) {
 		t.Fatalf("newer schema: %v", err)
 	}
+	db, _ = bolt.Open(newer, 0o600, nil)
+	db.View(func(tx *bolt.Tx) error {
+		if v := string(tx.Bucket(metaBucket).Get(versionKey)); v != strconv.Itoa(Version+1) {
+			t.Errorf("a refused newer database was changed: version %q", v)
+		}
+		if tx.Bucket(sessionsBucket) != nil {
+			t.Error("a refused newer database got buckets")
+		}
+		return nil
+	})
+	db.Close()
+}
+
+// TestMigrationFromV2 builds a database as a version-2 corral wrote it
+// (byte for byte: "keeper" records, one of a held shell with its FIFOs,
+// one of an older keeper process with its socket, one down with none, and
+// a key this build does not know), opens it with this build and checks
+// that every field survives under its version-3 name, the environments
+// untouched, and that a second open changes nothing.
+func TestMigrationFromV2(t *testing.T) {
+	path := filepath.Join(testproc.TempDir(t), "v2.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := map[string]string{
+		"held": `{"name":"held","created":"2026-11-30T10:00:00Z","last_used":"2026-11-30T11:00:00Z","shell":"/bin/bash","cwd":"/srv/app","state":"up",` +
+			`"keeper":{"pid":4242,"start_time":987654,"boot_id":"b-1","isolation":"cgroup","pgid":4242,"cgroup":"/sys/fs/cgroup/corral/t1","marker":"CORRAL_TREE=abc",` +
+			`"fifos":{"ctl":{"dev":1,"ino":2},"out":{"dev":1,"ino":3},"err":{"dev":1,"ino":4}}}}`,
+		"legacy": `{"name":"legacy","created":"2026-11-29T10:00:00Z","last_used":"2026-11-29T10:00:00Z","shell":"/bin/sh","cwd":"/","state":"broken","reason":"could not stop",` +
+			`"keeper":{"pid":77,"start_time":5,"boot_id":"b-0","isolation":"pgroup","pgid":77,"marker":"CORRAL_TREE=old","socket":"/run/corral/keepers/legacy.sock"},"future_key":[1,2]}`,
+		"down": `{"name":"down","created":"2026-11-28T10:00:00Z","last_used":"2026-11-28T12:00:00Z","shell":"/bin/dash","cwd":"/tmp","state":"down"}`,
+	}
+	envs := map[string]string{"held": `["A=1","B=two words"]`, "legacy": `[]`, "down": `["PATH=/bin"]`}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		m, _ := tx.CreateBucket(metaBucket)
+		m.Put(versionKey, []byte("2"))
+		sb, _ := tx.CreateBucket(sessionsBucket)
+		eb, _ := tx.CreateBucket(envBucket)
+		for n, r := range recs {
+			sb.Put([]byte(n), []byte(r))
+			eb.Put([]byte(n), []byte(envs[n]))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	check := func(s *Store) {
+		t.Helper()
+		held, err := s.Get("held")
+		if err != nil {
+			t.Fatal(err)
+		}
+		day := func(d, h int) time.Time { return time.Date(2026, 11, d, h, 0, 0, 0, time.UTC) }
+		wantHeld := Session{Name: "held", Created: day(30, 10), LastUsed: day(30, 11), Shell: "/bin/bash", Cwd: "/srv/app",
+			Env: []string{"A=1", "B=two words"}, State: Up, Tree: &Shell{
+				Identity: corral.Identity{Isolation: corral.IsolationCgroup, Pid: 4242, Pgid: 4242, Cgroup: "/sys/fs/cgroup/corral/t1",
+					StartTime: 987654, BootID: "b-1", Marker: "CORRAL_TREE=abc"},
+				Fifos: &Fifos{Ctl: FileID{1, 2}, Out: FileID{1, 3}, Err: FileID{1, 4}}}}
+		if !sameSession(held, &wantHeld) {
+			t.Errorf("held after migration:\n got %s\nwant %s", dump(held), dump(&wantHeld))
+		}
+		legacy, err := s.Get("legacy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantLegacy := Session{Name: "legacy", Created: day(29, 10), LastUsed: day(29, 10), Shell: "/bin/sh", Cwd: "/", Env: []string{},
+			State: Broken, Reason: "could not stop", Tree: &Shell{
+				Identity:     corral.Identity{Isolation: corral.IsolationPgroup, Pid: 77, Pgid: 77, StartTime: 5, BootID: "b-0", Marker: "CORRAL_TREE=old"},
+				KeeperSocket: "/run/corral/keepers/legacy.sock"}}
+		if !sameSession(legacy, &wantLegacy) {
+			t.Errorf("legacy after migration:\n got %s\nwant %s", dump(legacy), dump(&wantLegacy))
+		}
+		down, err := s.Get("down")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantDown := Session{Name: "down", Created: day(28, 10), LastUsed: day(28, 12), Shell: "/bin/dash", Cwd: "/tmp", Env: []string{"PATH=/bin"}, State: Down}
+		if !sameSession(down, &wantDown) {
+			t.Errorf("down after migration:\n got %s\nwant %s", dump(down), dump(&wantDown))
+		}
+		s.db.View(func(tx *bolt.Tx) error {
+			if v := string(tx.Bucket(metaBucket).Get(versionKey)); v != "3" {
+				t.Errorf("version %q after migration", v)
+			}
+			for n := range recs {
+				raw := string(tx.Bucket(sessionsBucket).Get([]byte(n)))
+				if strings.Contains(raw, `"keeper"`) || strings.Contains(raw, `"socket"`) {
+					t.Errorf("%s still has keeper names: %s", n, raw)
+				}
+				if env := string(tx.Bucket(envBucket).Get([]byte(n))); env != envs[n] {
+					t.Errorf("%s environment %s, was %s", n, env, envs[n])
+				}
+			}
+			if raw := string(tx.Bucket(sessionsBucket).Get([]byte("legacy"))); !strings.Contains(raw, `"future_key":[1,2]`) {
+				t.Errorf("a key this build does not know was lost: %s", raw)
+			}
+			return nil
+		})
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatalf("migrating from 2: %v", err)
+	}
+	check(s)
+	s.Close()
+	if s, err = Open(path); err != nil { // already at 3: nothing to do
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check(s)
+}
+
+func sameSession(a, b *Session) bool { return dump(a) == dump(b) }
+
+func dump(s *Session) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 func TestSecondOpenerIsRefused(t *testing.T) {
