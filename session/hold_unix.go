@@ -94,6 +94,14 @@ func (e *shellEnds) openOurs(d *os.File, dir string, want Fifos) (Fifos, error) 
 		e.closeOurs()
 		return Fifos{}, err
 	}
+	// Our read ends are open, so these cannot fail with ENXIO; they are
+	// checked against what the read ends found.
+	for i, name := range []string{outName, errName} {
+		if e.writers[i], _, err = openFifo(dfd, dir, name, unix.O_WRONLY|unix.O_NONBLOCK, [2]FileID{got.Out, got.Err}[i]); err != nil {
+			e.closeOurs()
+			return Fifos{}, err
+		}
+	}
 	return got, nil
 }
 

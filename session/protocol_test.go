@@ -235,10 +235,26 @@ func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
 }
 
 // TestClosedStderrRestarts: a command that closes the shell's stderr
-// leaves no descriptor for the marker; it ends within the drain bound with
-// its output and an error saying so, and the session restarts.
+// leaves an owned session no descriptor for the marker; it ends within the
+// drain bound with its output and an error saying so, and the session
+// restarts. A held session's markers go by path: the command ends as in
+// bash, and the shell goes on without a stderr, as a script would.
 func TestClosedStderrRestarts(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if s.cfg.HoldDir != "" {
+			out, errs, r, err := runBounded(t, s, "exec 2>&-; echo hi")
+			if err != nil || out != "hi\n" || r.Error != "" || r.ExitCode != 0 {
+				t.Fatalf("held, exec 2>&-: %q %q %+v %v", out, errs, r, err)
+			}
+			out, errs, r, err = runBounded(t, s, "echo next; echo lost >&2")
+			if err == nil || out != "next\n" || errs != "" {
+				t.Fatalf("held, after exec 2>&- (the write to the closed stderr fails): %q %q %+v %v", out, errs, r, err)
+			}
+			if s.State().Resets != 0 {
+				t.Fatalf("held: the session restarted: %+v", s.State())
+			}
+			return
+		}
 		out, _, r, err := runBounded(t, s, "exec 2>&-; echo hi")
 		if out != "hi\n" || r.Error == "" || r.Outcome == corral.OutcomeTimeout || r.Duration > 4*time.Second {
 			t.Fatalf("exec 2>&-: %q %+v %v", out, r, err)

@@ -60,6 +60,7 @@ type shell struct {
 	tree     *corral.Tree
 	ctl      *os.File    // our end of the shell's descriptor 3
 	streams  [2]*os.File // our ends of its stdout and stderr
+	writers  [2]*os.File // held: our write ends of them (see shellEnds)
 	eof      [2]chan struct{}
 	dead     atomic.Bool
 	closing  atomic.Bool // the session is being closed
@@ -155,6 +156,11 @@ type shellEnds struct {
 	theirs  [3]*os.File
 	ctl     *os.File
 	streams [2]*os.File
+	// writers: a held session's own write ends of its output FIFOs, so
+	// that they have a writer while we read them even when a command has
+	// moved the shell's stdout or stderr elsewhere (exec >file): without
+	// one, each marker written by path would end with end of file.
+	writers [2]*os.File
 }
 
 func (e *shellEnds) closeTheirs() {
@@ -166,7 +172,7 @@ func (e *shellEnds) closeTheirs() {
 }
 
 func (e *shellEnds) closeOurs() {
-	for _, f := range []*os.File{e.ctl, e.streams[0], e.streams[1]} {
+	for _, f := range []*os.File{e.ctl, e.streams[0], e.streams[1], e.writers[0], e.writers[1]} {
 		if f != nil {
 			f.Close()
 		}
@@ -194,8 +200,8 @@ func makePipes() (*shellEnds, error) {
 
 func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 	sh := &shell{
-		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams,
-		proto:    protoFor(cfg.Shell),
+		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams, writers: ends.writers,
+		proto:    protoFor(cfg.Shell, cfg.HoldDir),
 		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 		detached: make(chan struct{}),
 	}
@@ -420,7 +426,15 @@ const heldChannelFd = "254"
 
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
-func protoFor(path string) protocol {
+//
+// In a held session (holdDir set) the functions write their markers to the
+// session's FIFOs by path, not to the shell's descriptors 1 and 2: a
+// command may move those (exec >file, exec 1>&2, exec 2>&1), as a script
+// may, and its output then goes where it sent it while the markers still
+// reach corral, so nothing of corral's lands in the user's file and the
+// command ends with its own status. An owned session's FIFO-less pipes have
+// no path: there the markers follow descriptors 1 and 2.
+func protoFor(path, holdDir string) protocol {
 	var b [5]byte
 	rand.Read(b[:])
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -429,6 +443,9 @@ func protoFor(path string) protocol {
 		name = append(name, letters[int(c)%len(letters)])
 	}
 	p := protocol{fn: string(name)}
+	if holdDir != "" {
+		p.out, p.err = filepath.Join(holdDir, outName), filepath.Join(holdDir, errName)
+	}
 	switch filepath.Base(path) {
 	case "bash":
 		p.kind = bashProto
@@ -451,6 +468,9 @@ const (
 type protocol struct {
 	kind protoKind
 	fn   string
+	// out, err: the held session's stdout and stderr FIFOs, where the
+	// markers go ("" for an owned session: descriptors 1 and 2).
+	out, err string
 }
 
 // prelude is the text that defines the protocol's functions in the shell.
@@ -478,9 +498,20 @@ func (p protocol) prelude(held bool) string {
 	if p.kind == posixProto {
 		off = "set +x; " // dash's verbose stays on: see echoedLine
 	}
-	tail := ex + off + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; }` + "\n"
+	errMark := bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; `
+	envHead := head + ex + "export -p; " + bi + `printf '\000'; `
+	if p.out != "" {
+		// By path (see protoFor); FD, when given, is still the
+		// descriptor xtrace's hiding left the stderr marker (case and
+		// the braces are syntax: no command can redefine them).
+		head = "{ " + head + "} >>" + quote(p.out) + "; "
+		envHead = "{ " + envHead + "} >>" + quote(p.out) + "; "
+		errMark = `case ${3-} in "") ` + bi + `printf '\037corral:%s %d\037' "$1" "$2" >>` + quote(p.err) +
+			`;; *) ` + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&$3;; esac; `
+	}
+	tail := ex + off + errMark + "}\n"
 	b.WriteString(p.fn + "() { " + head + tail)
-	b.WriteString(p.fn + "e() { " + head + ex + "export -p; " + bi + `printf '\000'; ` + tail)
+	b.WriteString(p.fn + "e() { " + envHead + tail)
 	b.WriteString(p.fn + "s() { " + ex + `return "$1"; }` + "\n")
 	if p.kind == bashProto {
 		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e " + p.fn + "s\n")
@@ -892,6 +923,7 @@ func (sh *shell) stopWith(sig os.Signal, grace time.Duration, escalate <-chan st
 			errs = append(errs, re.Lifecycle())
 		}
 		sh.ctl.Close()
+		sh.closeWriters() // the drain below waits for end of file
 		drain := time.NewTimer(sh.cfg.Drain)
 		cut := false
 		for i := range sh.eof {
@@ -916,6 +948,15 @@ func (sh *shell) stopWith(sig os.Signal, grace time.Duration, escalate <-chan st
 	return sh.stopErr, tres
 }
 
+// closeWriters closes a held session's own write ends of its output.
+func (sh *shell) closeWriters() {
+	for _, f := range sh.writers {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
 // detach lets the shell go on without us: a running exec returns, and our
 // ends of its channel and output are closed (the shell holds its own).
 func (sh *shell) detach() {
@@ -923,6 +964,7 @@ func (sh *shell) detach() {
 		close(sh.detached)
 		sh.tree.Release()
 		sh.ctl.Close()
+		sh.closeWriters()
 		for i, f := range sh.streams {
 			f.Close()
 			<-sh.eof[i]

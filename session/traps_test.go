@@ -104,7 +104,7 @@ func TestTrapsSeeCorralsLines(t *testing.T) {
 // that is not that echo comes out whole.
 func TestSinkReplacesTheEcho(t *testing.T) {
 	nonce := "N0nce0000000"
-	line := protoFor("dash").commandLineV("echo a\necho b", nonce, "", false, false, false, true, false)
+	line := protoFor("dash", "").commandLineV("echo a\necho b", nonce, "", false, false, false, true, false)
 	echo, as := echoedLine(line, "echo a\necho b")
 	if !strings.HasPrefix(string(echo), `\eval 'echo a`) || !strings.HasSuffix(string(echo), "b'\n") || string(as) != "echo a\necho b\n" {
 		t.Fatalf("echoedLine(%q) = %q, %q", line, echo, as)
