@@ -36,9 +36,20 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job object: %w", err)
 	}
-	// No limit flags: breakaway is not allowed, and closing the last
-	// handle does not kill the job (KILL_ON_JOB_CLOSE would take a
-	// successful command's released children with it).
+	// No limit flags but the resource limits asked for: breakaway is not
+	// allowed, and closing the last handle does not kill the job
+	// (KILL_ON_JOB_CLOSE would take a successful command's released
+	// children with it). The limits and the completion port are in the
+	// job before the root exists, so they hold from its first instruction.
+	if err := setJobLimits(job, spec.Limits); err != nil {
+		windows.CloseHandle(job)
+		return nil, err
+	}
+	events, err := watchJob(job)
+	if err != nil {
+		windows.CloseHandle(job)
+		return nil, fmt.Errorf("%w: %w", ErrIsolation, err)
+	}
 	env := append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Marker)
 	fds := make([]uintptr, len(spec.Files))
 	for i, f := range spec.Files {
@@ -52,6 +63,7 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	})
 	if err != nil {
 		windows.CloseHandle(job)
+		events.unwatch()
 		return nil, &os.PathError{Op: "CreateProcess", Path: spec.Path, Err: err}
 	}
 	proc := windows.Handle(h)
@@ -60,6 +72,7 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 		windows.WaitForSingleObject(proc, windows.INFINITE)
 		windows.CloseHandle(proc)
 		windows.CloseHandle(job)
+		events.unwatch()
 		return nil, err
 	}
 	if err := windows.AssignProcessToJobObject(job, proc); err != nil {
@@ -78,7 +91,7 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	if err := resumeProcess(uint32(pid)); err != nil {
 		return fail(fmt.Errorf("resume: %w", err))
 	}
-	t := &jobTree{ident: ident, job: job, proc: proc, exited: make(chan struct{})}
+	t := &jobTree{ident: ident, job: job, proc: proc, events: events, exited: make(chan struct{})}
 	go t.wait()
 	return t, nil
 }
@@ -119,6 +132,7 @@ type jobTree struct {
 	ident  Identity
 	job    windows.Handle
 	proc   windows.Handle
+	events *jobEvents // what the job's completion port said
 	exited chan struct{}
 	status Status
 }
@@ -143,6 +157,7 @@ func (t *jobTree) Status() Status          { return t.status }
 func (t *jobTree) Terminate() error { return ErrUnsupported }
 
 func (t *jobTree) Kill() error {
+	t.events.killing()
 	if err := windows.TerminateJobObject(t.job, 1); err != nil {
 		return fmt.Errorf("TerminateJobObject: %w", err)
 	}
@@ -189,15 +204,9 @@ func jobPids(job windows.Handle) ([]int, error) {
 	return pids, nil
 }
 
-// activeProcesses reads ActiveProcesses of
-// JOBOBJECT_BASIC_ACCOUNTING_INFORMATION.
+// activeProcesses reads ActiveProcesses of the job's accounting.
 func activeProcesses(job windows.Handle) (uint32, error) {
-	var info struct {
-		TotalUserTime, TotalKernelTime, ThisPeriodUser, ThisPeriodKernel int64
-		PageFaults, TotalProcesses, ActiveProcesses, Terminated          uint32
-	}
-	err := windows.QueryInformationJobObject(job, windows.JobObjectBasicAccountingInformation,
-		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info)), nil)
+	info, err := queryAccounting(job)
 	return info.ActiveProcesses, err
 }
 
@@ -236,7 +245,9 @@ func (t *jobTree) Release(pids []int) error { return nil }
 func (t *jobTree) Close() error {
 	<-t.exited
 	windows.CloseHandle(t.proc)
-	return windows.CloseHandle(t.job)
+	err := windows.CloseHandle(t.job)
+	t.events.unwatch()
+	return err
 }
 
 func holders(pids []int, files []*os.File) ([]int, error) { return nil, ErrUnsupported }
