@@ -91,6 +91,17 @@ func TestJobMemoryLimit(t *testing.T) {
 	if r.MemoryPeakBytes == nil || *r.MemoryPeakBytes > 64<<20 {
 		t.Errorf("memory peak %v past a 64 MiB job limit", r.MemoryPeakBytes)
 	}
+
+	// A Go program whose heap cannot grow: the runtime itself gives up
+	// ("fatal error: out of memory", exit 2). That exit is reported as it
+	// is, not as an OOM kill no one made.
+	c, out = limited(kv, "alloc", "256")
+	c.MemoryMax = 64 << 20
+	r, _ = c.Run(context.Background())
+	if r.Outcome != corral.OutcomeExited || r.ExitCode != 2 || !strings.Contains(out.String(), "out of memory") ||
+		!strings.Contains(r.Accounting, "the job memory limit was reached") {
+		t.Errorf("Go heap past the limit: want exit 2, out of memory, the limit reached; got %q, %+v", out.String(), r)
+	}
 }
 
 func TestJobProcessLimit(t *testing.T) {
