@@ -332,8 +332,13 @@ func (t *jobTree) Usage() Usage {
 	case aerr != nil:
 		why = append(why, "pids_peak: no job accounting to check the notifications against")
 	default:
+		a, fresh := acct, true // read again only if the messages lag
 		count := func() (int64, int64, error) {
-			a, err := queryAccounting(t.job)
+			var err error
+			if !fresh {
+				a, err = queryAccounting(t.job)
+			}
+			fresh = false
 			return int64(a.TotalProcesses), int64(a.ActiveProcesses), err
 		}
 		if peak, ok, reason := t.events.peakOf(count, eventsBound); ok {
