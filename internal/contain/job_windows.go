@@ -187,21 +187,40 @@ func without(pids []int, drop int) []int {
 	return out
 }
 
-func jobPids(job windows.Handle) ([]int, error) {
-	// JOBOBJECT_BASIC_PROCESS_ID_LIST: two DWORD counts, then ULONG_PTRs.
-	buf := make([]uintptr, 2+1024)
-	err := windows.QueryInformationJobObject(job, windows.JobObjectBasicProcessIdList,
-		uintptr(unsafe.Pointer(&buf[0])), uint32(len(buf)*int(unsafe.Sizeof(buf[0]))), nil)
-	if err != nil && err != windows.ERROR_MORE_DATA {
-		return nil, fmt.Errorf("job process list: %w", err)
+func jobPids(job windows.Handle) ([]int, error) { return jobPidsFrom(job, 1024) }
+
+// jobPidsFrom is jobPids with room for room pids at first; it grows the
+// buffer until the whole list fits.
+func jobPidsFrom(job windows.Handle, room int) ([]int, error) {
+	// JOBOBJECT_BASIC_PROCESS_ID_LIST: two DWORD counts (assigned, and in
+	// the list), then the ULONG_PTR pids, at offset 8 on 386 and amd64.
+	const header = 8
+	word := int(unsafe.Sizeof(uintptr(0)))
+	for try := 0; ; try++ {
+		buf := make([]uintptr, header/word+room)
+		err := windows.QueryInformationJobObject(job, windows.JobObjectBasicProcessIdList,
+			uintptr(unsafe.Pointer(&buf[0])), uint32(len(buf)*word), nil)
+		if err != nil && err != windows.ERROR_MORE_DATA {
+			return nil, fmt.Errorf("job process list: %w", err)
+		}
+		assigned := int(*(*uint32)(unsafe.Pointer(&buf[0])))
+		n := int(*(*uint32)(unsafe.Add(unsafe.Pointer(&buf[0]), 4)))
+		if n < assigned {
+			// Not all fit (ERROR_MORE_DATA, or a success status that
+			// says the same): room for them and for some joining.
+			if try == 16 {
+				return nil, fmt.Errorf("job process list: %d processes, still growing after %d tries", assigned, try)
+			}
+			room = max(assigned+assigned/4+16, 2*room)
+			continue
+		}
+		ids := unsafe.Slice((*uintptr)(unsafe.Add(unsafe.Pointer(&buf[0]), header)), n)
+		pids := make([]int, 0, n)
+		for _, id := range ids {
+			pids = append(pids, int(id))
+		}
+		return pids, nil
 	}
-	n := int(*(*uint32)(unsafe.Pointer(uintptr(unsafe.Pointer(&buf[0])) + 4)))
-	ids := unsafe.Slice((*uintptr)(unsafe.Pointer(uintptr(unsafe.Pointer(&buf[0]))+8)), n)
-	pids := make([]int, 0, n)
-	for _, id := range ids {
-		pids = append(pids, int(id))
-	}
-	return pids, nil
 }
 
 // activeProcesses reads ActiveProcesses of the job's accounting.
