@@ -128,7 +128,7 @@ func TestRunLimitsReachTheJob(t *testing.T) {
 			}
 			return nil
 		}},
-		{[]string{"--cpus", "0.5"}, "spin", []string{"2000"}, "CPU rate cap", func(out string, r map[string]any) error {
+		{[]string{"--cpus", "0.5"}, "spin", []string{"2000"}, "do not enforce", func(out string, r map[string]any) error {
 			user, _ := r["cpu_user_ms"].(float64)
 			sys, _ := r["cpu_system_ms"].(float64)
 			wall, _ := r["duration_ms"].(float64)

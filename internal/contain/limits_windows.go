@@ -74,11 +74,13 @@ func setJobLimits(job windows.Handle, l Limits) error {
 			"a job object can cap memory (MemoryMax, --memory) but not throttle and reclaim above a threshold; "+
 			"use --memory, or leave --memory-high out", ErrIsolation)
 	}
-	if (l.MemoryMax > 0 || l.PidsMax > 0) && underWine() {
-		// Measured: a 256 MiB commit under a 64 MiB limit succeeds, and
-		// five children start under a limit of three.
-		return fmt.Errorf("%w: Wine's job objects accept memory and process limits but do not enforce them "+
-			"(corral does not run a command unlimited that asked for a limit); run on Windows", ErrIsolation)
+	if !l.IsZero() && underWine() {
+		// Measured under Wine 8: a 256 MiB commit under a 64 MiB limit
+		// succeeds, five children start under a limit of three, and the
+		// CPU rate cap is refused as an invalid parameter.
+		return fmt.Errorf("%w: Wine's job objects do not enforce resource limits (they take memory and process "+
+			"limits and ignore them, and have no CPU rate cap), and corral does not run a command unlimited "+
+			"that asked for limits: run it on Windows, or without --memory, --cpus and --pids", ErrIsolation)
 	}
 	if l.MemoryMax > 0 || l.PidsMax > 0 {
 		var info windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
@@ -88,7 +90,7 @@ func setJobLimits(job windows.Handle, l Limits) error {
 		}
 		if l.PidsMax > 0 {
 			info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_ACTIVE_PROCESS
-			info.BasicLimitInformation.ActiveProcessLimit = uint32(min(l.PidsMax, math.MaxUint32))
+			info.BasicLimitInformation.ActiveProcessLimit = uint32(min(int64(l.PidsMax), math.MaxUint32))
 		}
 		if _, err := windows.SetInformationJobObject(job, windows.JobObjectExtendedLimitInformation,
 			uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info))); err != nil {
@@ -102,8 +104,7 @@ func setJobLimits(job windows.Handle, l Limits) error {
 		}
 		if _, err := windows.SetInformationJobObject(job, windows.JobObjectCpuRateControlInformation,
 			uintptr(unsafe.Pointer(&rate)), uint32(unsafe.Sizeof(rate))); err != nil {
-			return fmt.Errorf("%w: set the job object's CPU rate cap (CPUs %g, needs Windows 8 or later; "+
-				"Wine does not implement it): %w", ErrIsolation, l.CPUs, err)
+			return fmt.Errorf("%w: set the job object's CPU rate cap (CPUs %g): %w", ErrIsolation, l.CPUs, err)
 		}
 	}
 	return nil
