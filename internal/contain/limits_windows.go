@@ -286,8 +286,12 @@ func (ev *jobEvents) peakOf(count func() (total, active int64, err error), bound
 }
 
 // eventsBound is how long Usage waits for the port's messages about a job
-// that is already empty to be read.
-const eventsBound = time.Second
+// that is already empty to be read. The system queues them as each
+// process leaves the job, before the job counts it gone, so only the
+// reading goroutine can lag, by microseconds; a job whose messages never
+// add up (one killed by another process's TerminateJobObject, which
+// reports no exits) costs this once, and has no pids_peak.
+const eventsBound = 250 * time.Millisecond
 
 // Usage reads what the tree used from its job: call it once the tree is
 // empty (or what is left of it released: their use so far counts), before
