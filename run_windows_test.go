@@ -66,13 +66,20 @@ func noneAlive(t *testing.T, pids []int) {
 	}
 }
 
-func watchdog(t *testing.T) {
-	dog := time.AfterFunc(60*time.Second, func() { panic("watchdog: " + t.Name() + " ran over 60s") })
-	t.Cleanup(func() { dog.Stop() })
+// guarded arms the test's Guard (watchdog, survivors by marker,
+// goroutines) and returns helper with the test's marker in the
+// environment of the command and of all it starts.
+func guarded(t *testing.T) func(name string, args ...string) *corral.Cmd {
+	mark := testproc.Guard(t, 60*time.Second)
+	return func(name string, args ...string) *corral.Cmd {
+		c := helper(name, args...)
+		c.Env = append(c.Env, mark)
+		return c
+	}
 }
 
 func TestJobExitCodes(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	r, err := helper("exit", "0").Run(context.Background())
 	if err != nil || r.Outcome != corral.OutcomeExited || r.Isolation != "job" {
 		t.Fatalf("exit 0: %+v, %v", r, err)
@@ -84,7 +91,7 @@ func TestJobExitCodes(t *testing.T) {
 }
 
 func TestJobTimeoutKillsTree(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	c := helper("spawn", "3", "30")
 	var out bytes.Buffer
 	c.Stdout = &out
@@ -101,7 +108,7 @@ func TestJobTimeoutKillsTree(t *testing.T) {
 }
 
 func TestJobGrandchildHoldingStdout(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	// The root exits at once; its child holds stdout for 30s.
 	c := helper("spawn", "1", "30", "0")
 	var out bytes.Buffer
@@ -118,7 +125,7 @@ func TestJobGrandchildHoldingStdout(t *testing.T) {
 }
 
 func TestJobKeepDetached(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	c := helper("orphan", "30")
 	var out bytes.Buffer
 	c.Stdout = &out
@@ -145,7 +152,7 @@ func noneAliveAfterKill(t *testing.T, pid int) {
 }
 
 func TestJobOnStartHoldsAndFails(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	dir := testproc.TempDir(t)
 	file := filepath.Join(dir, "ran")
 	c := helper("touch", file)
@@ -179,7 +186,7 @@ func TestJobOnStartHoldsAndFails(t *testing.T) {
 }
 
 func TestJobOutputLimit(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	c := helper("flood")
 	var out bytes.Buffer
 	c.Stdout = &out
@@ -191,7 +198,7 @@ func TestJobOutputLimit(t *testing.T) {
 }
 
 func TestJobRefusesBreakaway(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	c := helper("breakaway")
 	var out bytes.Buffer
 	c.Stdout = &out
