@@ -16,6 +16,8 @@ var (
 	kernel32           = windows.NewLazySystemDLL("kernel32.dll")
 	procOpenJobObjectW = kernel32.NewProc("OpenJobObjectW")
 	procIsProcessInJob = kernel32.NewProc("IsProcessInJob")
+
+	procNtResumeProcess = windows.NewLazySystemDLL("ntdll.dll").NewProc("NtResumeProcess")
 )
 
 func best() Isolation { return Job }
@@ -88,12 +90,28 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 			return fail(fmt.Errorf("%w: %w", ErrHold, err))
 		}
 	}
-	if err := resumeProcess(uint32(pid)); err != nil {
+	if err := resume(proc, uint32(pid)); err != nil {
 		return fail(fmt.Errorf("resume: %w", err))
 	}
 	t := &jobTree{ident: ident, job: job, proc: proc, events: events, exited: make(chan struct{})}
 	go t.wait()
 	return t, nil
+}
+
+// resume resumes the root, created suspended. syscall.StartProcess does
+// not return the handle of the root's thread, and the documented way to
+// find it (resumeProcess) is a snapshot of every thread on the machine,
+// which grows with what else runs there; NtResumeProcess resumes the
+// threads of one process in one call. It is ntdll's, undocumented but
+// unchanged since Windows XP (Sysinternals' pssuspend uses it); where it
+// is missing or fails, the snapshot does the work.
+func resume(proc windows.Handle, pid uint32) error {
+	if procNtResumeProcess.Find() == nil {
+		if st, _, _ := procNtResumeProcess.Call(uintptr(proc)); st == 0 {
+			return nil
+		}
+	}
+	return resumeProcess(pid)
 }
 
 // resumeProcess resumes every thread of a process created suspended (it
