@@ -86,7 +86,7 @@ func setJobLimits(job windows.Handle, l Limits) error {
 		var info windows.JOBOBJECT_EXTENDED_LIMIT_INFORMATION
 		if l.MemoryMax > 0 {
 			info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_JOB_MEMORY
-			info.JobMemoryLimit = uintptr(l.MemoryMax)
+			info.JobMemoryLimit = jobMemoryLimit(l.MemoryMax)
 		}
 		if l.PidsMax > 0 {
 			info.BasicLimitInformation.LimitFlags |= windows.JOB_OBJECT_LIMIT_ACTIVE_PROCESS
@@ -108,6 +108,13 @@ func setJobLimits(job windows.Handle, l Limits) error {
 		}
 	}
 	return nil
+}
+
+// jobMemoryLimit is n bytes as a job memory limit, a SIZE_T: past what
+// the address space holds (5 GiB on 32-bit Windows) it is the most there
+// is, not n wrapped around to a small number.
+func jobMemoryLimit(n int64) uintptr {
+	return uintptr(min(uint64(n), uint64(^uintptr(0))))
 }
 
 // cpuRate is the hard cap for cpus CPUs out of n, in the job object's

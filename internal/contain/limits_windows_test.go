@@ -28,6 +28,20 @@ func TestCPURate(t *testing.T) {
 	}
 }
 
+func TestJobMemoryLimitFitsSizeT(t *testing.T) {
+	big := int64(5 << 30)
+	want := uintptr(big)
+	if unsafe.Sizeof(uintptr(0)) == 4 {
+		want = ^uintptr(0) // all of a 32-bit address space, not 1 GiB
+	}
+	if got := jobMemoryLimit(big); got != want {
+		t.Errorf("jobMemoryLimit(5 GiB) = %d, want %d", got, want)
+	}
+	if got := jobMemoryLimit(64 << 20); got != 64<<20 {
+		t.Errorf("jobMemoryLimit(64 MiB) = %d", got)
+	}
+}
+
 // startCmd starts cmd.exe /c line contained, with stdio on the null
 // device.
 func startCmd(t *testing.T, mark string, l Limits, hold func(Identity) error, line string) (Tree, error) {
