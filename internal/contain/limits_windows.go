@@ -33,8 +33,10 @@ const (
 	jobObjectMsgJobMemoryLimit      = 10
 
 	// msgKilling is corral's own packet, posted to the port just before
-	// TerminateJobObject: Windows (and Wine after it) reports no exit of
-	// the processes that call ends, so the count stops being kept there.
+	// TerminateJobObject. Wine reports no exit of the processes that
+	// call ends ("don't report completion events for terminated
+	// processes", as Windows is said to), so from that packet on exits
+	// are not counted on; the peak was reached before it either way.
 	msgKilling = 0x7fff0001
 )
 
@@ -110,9 +112,9 @@ func setJobLimits(job windows.Handle, l Limits) error {
 	return nil
 }
 
-// jobMemoryLimit is n bytes as a job memory limit, a SIZE_T: past what
-// the address space holds (5 GiB on 32-bit Windows) it is the most there
-// is, not n wrapped around to a small number.
+// jobMemoryLimit is n bytes as a job memory limit, a SIZE_T: a limit past
+// what that can hold (5 GiB on 32-bit Windows, say) is the most there is,
+// not n wrapped around to a small number.
 func jobMemoryLimit(n int64) uintptr {
 	return uintptr(min(uint64(n), uint64(^uintptr(0))))
 }
@@ -146,8 +148,10 @@ type jobEvents struct {
 
 // The completion port all jobs of this process report to, with one
 // goroutine that reads it for the life of the process (as os/signal's
-// loop does): one thread for every tree, not one each. Keys route each
-// message to its job's jobEvents.
+// loop does): one blocked thread for all trees, not one for each. Keys
+// route each message to its job's jobEvents; a key is never reused, so a
+// message about a job already closed (a released process exiting) finds
+// no one and is dropped.
 var (
 	portOnce sync.Once
 	port     windows.Handle
