@@ -140,6 +140,12 @@ func TestJobKeepDetached(t *testing.T) {
 	if r.Outcome != corral.OutcomeExited || len(r.Detached) != 1 || !alive(pids[0]) {
 		t.Fatalf("released child not alive: %+v", r)
 	}
+	// Still in the job (a process cannot leave one), the released child
+	// counts in the peak, and its being alive does not make the counts
+	// disagree.
+	if r.PidsPeak == nil || *r.PidsPeak != 2 {
+		t.Errorf("pids peak %v with one released child, want 2 (%q)", r.PidsPeak, r.Accounting)
+	}
 	noneAliveAfterKill(t, pids[0])
 }
 
