@@ -1,13 +1,18 @@
 package corral_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/corral-dev/corral"
 )
 
 func init() {
@@ -65,6 +70,43 @@ func init() {
 		for _, c := range started {
 			c.Wait()
 		}
+		return 0
+	}
+}
+
+func init() {
+	// owner SECONDS: start a contained tree (family SECONDS), print its
+	// identity as JSON and die at once, as a crashed owner would: nothing
+	// stops or waits for it.
+	// family SECONDS: start a child sleeping SECONDS, then sleep as long;
+	// write nothing (a dead owner's pipes are broken).
+	helpers["family"] = func(args []string) int {
+		c := helperCmd("sleep", args[0])
+		if err := c.Start(); err != nil {
+			return 1
+		}
+		secs, _ := strconv.Atoi(args[0])
+		time.Sleep(time.Duration(secs) * time.Second)
+		return 0
+	}
+	// getenv NAME...: print each NAME=value as the process sees it.
+	helpers["getenv"] = func(args []string) int {
+		for _, n := range args {
+			fmt.Printf("%s=%s\n", n, os.Getenv(n))
+		}
+		return 0
+	}
+	helpers["owner"] = func(args []string) int {
+		c := corral.Command(os.Args[0], args[0])
+		c.Env = append(os.Environ(), helperEnv+"=family")
+		tree, err := c.Start(context.Background())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		json.NewEncoder(os.Stdout).Encode(tree.Identity())
+		os.Stdout.Sync()
+		os.Exit(0)
 		return 0
 	}
 }

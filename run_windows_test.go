@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,5 +218,81 @@ func TestJobRefusesBreakaway(t *testing.T) {
 			noneAliveAfterKill(t, pids[0])
 		}
 		t.Fatalf("a child broke away from the job: %q", got)
+	}
+}
+
+// TestJobOrphanFoundByNameAfterItsOwnerDied: the tree of an owner that
+// died without stopping it (what 'corral reap' finds from a record) is
+// re-opened by its job's name, its processes listed and killed.
+func TestJobOrphanFoundByNameAfterItsOwnerDied(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	owner := helperCmd("owner", "30")
+	owner.Env = append(owner.Env, mark)
+	var out bytes.Buffer
+	owner.Stdout = &out
+	if err := owner.Run(); err != nil {
+		t.Fatalf("owner: %v (%q)", err, out.String())
+	}
+	var id corral.Identity
+	if err := json.Unmarshal(out.Bytes(), &id); err != nil || !strings.HasPrefix(id.Job, `Local\corral-`) {
+		t.Fatalf("owner printed %q (%v)", out.String(), err)
+	}
+	if !alive(id.Pid) {
+		t.Fatalf("the root %d died with its owner", id.Pid)
+	}
+	o, err := corral.FindOrphan(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for deadline := time.Now().Add(10 * time.Second); len(pids) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if pids, err = o.Members(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(pids) != 2 || !slices.Contains(pids, id.Pid) {
+		t.Fatalf("orphan's members %v, want the root %d and its child", pids, id.Pid)
+	}
+	if err := o.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	noneAlive(t, pids)
+	// Found again (a second reap), it has nothing left to kill: gone, or
+	// a job with no members (a job object outlives its processes while
+	// anything holds it).
+	if o, err := corral.FindOrphan(id); err == nil {
+		if left, err := o.Members(); err != nil || len(left) > 0 {
+			t.Errorf("found again after it was killed: members %v, %v", left, err)
+		}
+		if err := o.Kill(); err != nil {
+			t.Error(err)
+		}
+	} else if !errors.Is(err, corral.ErrGone) {
+		t.Errorf("found again after it was killed: %v", err)
+	}
+}
+
+// TestJobEnvAsOsExec: the environment reaches the command as os/exec
+// gives it on Windows: one entry per name, compared without case, the
+// last one winning, and SYSTEMROOT there even if Env left it out.
+func TestJobEnvAsOsExec(t *testing.T) {
+	helper := guarded(t)
+	c := helper("getenv", "CORRAL_TEST_X", "SYSTEMROOT")
+	var env []string
+	for _, e := range c.Env {
+		if !strings.HasPrefix(strings.ToUpper(e), "SYSTEMROOT=") {
+			env = append(env, e)
+		}
+	}
+	c.Env = append([]string{helperEnv + "=exit"}, env...) // the later getenv wins
+	c.Env = append(c.Env, "CORRAL_TEST_X=1", "corral_test_x=2")
+	var out bytes.Buffer
+	c.Stdout = &out
+	if _, err := c.Run(context.Background()); err != nil {
+		t.Fatalf("%v (%q)", err, out.String())
+	}
+	want := "CORRAL_TEST_X=2\nSYSTEMROOT=" + os.Getenv("SYSTEMROOT") + "\n"
+	if got := strings.ReplaceAll(out.String(), "\r", ""); got != want {
+		t.Fatalf("the command saw %q, want %q", got, want)
 	}
 }

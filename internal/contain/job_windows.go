@@ -29,6 +29,10 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	if spec.Foreground {
 		return nil, fmt.Errorf("foreground terminal: %w", ErrUnsupported)
 	}
+	env, err := windowsEnv(append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Marker))
+	if err != nil {
+		return nil, err
+	}
 	name := `Local\corral-` + spec.Marker[strings.IndexByte(spec.Marker, '=')+1:]
 	uname, err := windows.UTF16PtrFromString(name)
 	if err != nil {
@@ -52,7 +56,6 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 		windows.CloseHandle(job)
 		return nil, fmt.Errorf("%w: %w", ErrIsolation, err)
 	}
-	env := append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Marker)
 	fds := make([]uintptr, len(spec.Files))
 	for i, f := range spec.Files {
 		fds[i] = f.Fd()
