@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -66,13 +68,20 @@ func noneAlive(t *testing.T, pids []int) {
 	}
 }
 
-func watchdog(t *testing.T) {
-	dog := time.AfterFunc(60*time.Second, func() { panic("watchdog: " + t.Name() + " ran over 60s") })
-	t.Cleanup(func() { dog.Stop() })
+// guarded arms the test's Guard (watchdog, survivors by marker,
+// goroutines) and returns helper with the test's marker in the
+// environment of the command and of all it starts.
+func guarded(t *testing.T) func(name string, args ...string) *corral.Cmd {
+	mark := testproc.Guard(t, 60*time.Second)
+	return func(name string, args ...string) *corral.Cmd {
+		c := helper(name, args...)
+		c.Env = append(c.Env, mark)
+		return c
+	}
 }
 
 func TestJobExitCodes(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	r, err := helper("exit", "0").Run(context.Background())
 	if err != nil || r.Outcome != corral.OutcomeExited || r.Isolation != "job" {
 		t.Fatalf("exit 0: %+v, %v", r, err)
@@ -84,7 +93,7 @@ func TestJobExitCodes(t *testing.T) {
 }
 
 func TestJobTimeoutKillsTree(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	c := helper("spawn", "3", "30")
 	var out bytes.Buffer
 	c.Stdout = &out
@@ -101,7 +110,7 @@ func TestJobTimeoutKillsTree(t *testing.T) {
 }
 
 func TestJobGrandchildHoldingStdout(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	// The root exits at once; its child holds stdout for 30s.
 	c := helper("spawn", "1", "30", "0")
 	var out bytes.Buffer
@@ -118,7 +127,7 @@ func TestJobGrandchildHoldingStdout(t *testing.T) {
 }
 
 func TestJobKeepDetached(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	c := helper("orphan", "30")
 	var out bytes.Buffer
 	c.Stdout = &out
@@ -133,6 +142,12 @@ func TestJobKeepDetached(t *testing.T) {
 	if r.Outcome != corral.OutcomeExited || len(r.Detached) != 1 || !alive(pids[0]) {
 		t.Fatalf("released child not alive: %+v", r)
 	}
+	// Still in the job (a process cannot leave one), the released child
+	// counts in the peak, and its being alive does not make the counts
+	// disagree.
+	if r.PidsPeak == nil || *r.PidsPeak != 2 {
+		t.Errorf("pids peak %v with one released child, want 2 (%q)", r.PidsPeak, r.Accounting)
+	}
 	noneAliveAfterKill(t, pids[0])
 }
 
@@ -145,7 +160,7 @@ func noneAliveAfterKill(t *testing.T, pid int) {
 }
 
 func TestJobOnStartHoldsAndFails(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	dir := testproc.TempDir(t)
 	file := filepath.Join(dir, "ran")
 	c := helper("touch", file)
@@ -179,7 +194,7 @@ func TestJobOnStartHoldsAndFails(t *testing.T) {
 }
 
 func TestJobOutputLimit(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	c := helper("flood")
 	var out bytes.Buffer
 	c.Stdout = &out
@@ -191,7 +206,7 @@ func TestJobOutputLimit(t *testing.T) {
 }
 
 func TestJobRefusesBreakaway(t *testing.T) {
-	watchdog(t)
+	helper := guarded(t)
 	c := helper("breakaway")
 	var out bytes.Buffer
 	c.Stdout = &out
@@ -203,5 +218,81 @@ func TestJobRefusesBreakaway(t *testing.T) {
 			noneAliveAfterKill(t, pids[0])
 		}
 		t.Fatalf("a child broke away from the job: %q", got)
+	}
+}
+
+// TestJobOrphanFoundByNameAfterItsOwnerDied: the tree of an owner that
+// died without stopping it (what 'corral reap' finds from a record) is
+// re-opened by its job's name, its processes listed and killed.
+func TestJobOrphanFoundByNameAfterItsOwnerDied(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	owner := helperCmd("owner", "30")
+	owner.Env = append(owner.Env, mark)
+	var out bytes.Buffer
+	owner.Stdout = &out
+	if err := owner.Run(); err != nil {
+		t.Fatalf("owner: %v (%q)", err, out.String())
+	}
+	var id corral.Identity
+	if err := json.Unmarshal(out.Bytes(), &id); err != nil || !strings.HasPrefix(id.Job, `Local\corral-`) {
+		t.Fatalf("owner printed %q (%v)", out.String(), err)
+	}
+	if !alive(id.Pid) {
+		t.Fatalf("the root %d died with its owner", id.Pid)
+	}
+	o, err := corral.FindOrphan(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for deadline := time.Now().Add(10 * time.Second); len(pids) < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if pids, err = o.Members(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(pids) != 2 || !slices.Contains(pids, id.Pid) {
+		t.Fatalf("orphan's members %v, want the root %d and its child", pids, id.Pid)
+	}
+	if err := o.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	noneAlive(t, pids)
+	// Found again (a second reap), it has nothing left to kill: gone, or
+	// a job with no members (a job object outlives its processes while
+	// anything holds it).
+	if o, err := corral.FindOrphan(id); err == nil {
+		if left, err := o.Members(); err != nil || len(left) > 0 {
+			t.Errorf("found again after it was killed: members %v, %v", left, err)
+		}
+		if err := o.Kill(); err != nil {
+			t.Error(err)
+		}
+	} else if !errors.Is(err, corral.ErrGone) {
+		t.Errorf("found again after it was killed: %v", err)
+	}
+}
+
+// TestJobEnvAsOsExec: the environment reaches the command as os/exec
+// gives it on Windows: one entry per name, compared without case, the
+// last one winning, and SYSTEMROOT there even if Env left it out.
+func TestJobEnvAsOsExec(t *testing.T) {
+	helper := guarded(t)
+	c := helper("getenv", "CORRAL_TEST_X", "SYSTEMROOT")
+	var env []string
+	for _, e := range c.Env {
+		if !strings.HasPrefix(strings.ToUpper(e), "SYSTEMROOT=") {
+			env = append(env, e)
+		}
+	}
+	c.Env = append([]string{helperEnv + "=exit"}, env...) // the later getenv wins
+	c.Env = append(c.Env, "CORRAL_TEST_X=1", "corral_test_x=2")
+	var out bytes.Buffer
+	c.Stdout = &out
+	if _, err := c.Run(context.Background()); err != nil {
+		t.Fatalf("%v (%q)", err, out.String())
+	}
+	want := "CORRAL_TEST_X=2\nSYSTEMROOT=" + os.Getenv("SYSTEMROOT") + "\n"
+	if got := strings.ReplaceAll(out.String(), "\r", ""); got != want {
+		t.Fatalf("the command saw %q, want %q", got, want)
 	}
 }

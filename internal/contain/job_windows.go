@@ -16,6 +16,8 @@ var (
 	kernel32           = windows.NewLazySystemDLL("kernel32.dll")
 	procOpenJobObjectW = kernel32.NewProc("OpenJobObjectW")
 	procIsProcessInJob = kernel32.NewProc("IsProcessInJob")
+
+	procNtResumeProcess = windows.NewLazySystemDLL("ntdll.dll").NewProc("NtResumeProcess")
 )
 
 func best() Isolation { return Job }
@@ -27,6 +29,10 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	if spec.Foreground {
 		return nil, fmt.Errorf("foreground terminal: %w", ErrUnsupported)
 	}
+	env, err := windowsEnv(append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Marker))
+	if err != nil {
+		return nil, err
+	}
 	name := `Local\corral-` + spec.Marker[strings.IndexByte(spec.Marker, '=')+1:]
 	uname, err := windows.UTF16PtrFromString(name)
 	if err != nil {
@@ -36,10 +42,20 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("job object: %w", err)
 	}
-	// No limit flags: breakaway is not allowed, and closing the last
-	// handle does not kill the job (KILL_ON_JOB_CLOSE would take a
-	// successful command's released children with it).
-	env := append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Marker)
+	// No limit flags but the resource limits asked for: breakaway is not
+	// allowed, and closing the last handle does not kill the job
+	// (KILL_ON_JOB_CLOSE would take a successful command's released
+	// children with it). The limits and the completion port are in the
+	// job before the root exists, so they hold from its first instruction.
+	if err := setJobLimits(job, spec.Limits); err != nil {
+		windows.CloseHandle(job)
+		return nil, err
+	}
+	events, err := watchJob(job)
+	if err != nil {
+		windows.CloseHandle(job)
+		return nil, fmt.Errorf("%w: %w", ErrIsolation, err)
+	}
 	fds := make([]uintptr, len(spec.Files))
 	for i, f := range spec.Files {
 		fds[i] = f.Fd()
@@ -52,6 +68,7 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	})
 	if err != nil {
 		windows.CloseHandle(job)
+		events.unwatch()
 		return nil, &os.PathError{Op: "CreateProcess", Path: spec.Path, Err: err}
 	}
 	proc := windows.Handle(h)
@@ -60,6 +77,7 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 		windows.WaitForSingleObject(proc, windows.INFINITE)
 		windows.CloseHandle(proc)
 		windows.CloseHandle(job)
+		events.unwatch()
 		return nil, err
 	}
 	if err := windows.AssignProcessToJobObject(job, proc); err != nil {
@@ -75,12 +93,28 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 			return fail(fmt.Errorf("%w: %w", ErrHold, err))
 		}
 	}
-	if err := resumeProcess(uint32(pid)); err != nil {
+	if err := resume(proc, uint32(pid)); err != nil {
 		return fail(fmt.Errorf("resume: %w", err))
 	}
-	t := &jobTree{ident: ident, job: job, proc: proc, exited: make(chan struct{})}
+	t := &jobTree{ident: ident, job: job, proc: proc, events: events, exited: make(chan struct{})}
 	go t.wait()
 	return t, nil
+}
+
+// resume resumes the root, created suspended. syscall.StartProcess does
+// not return the handle of the root's thread, and the documented way to
+// find it (resumeProcess) is a snapshot of every thread on the machine,
+// which grows with what else runs there; NtResumeProcess resumes the
+// threads of one process in one call. It is ntdll's, undocumented but
+// unchanged since Windows XP (Sysinternals' pssuspend uses it); where it
+// is missing or fails, the snapshot does the work.
+func resume(proc windows.Handle, pid uint32) error {
+	if procNtResumeProcess.Find() == nil {
+		if st, _, _ := procNtResumeProcess.Call(uintptr(proc)); st == 0 {
+			return nil
+		}
+	}
+	return resumeProcess(pid)
 }
 
 // resumeProcess resumes every thread of a process created suspended (it
@@ -119,6 +153,7 @@ type jobTree struct {
 	ident  Identity
 	job    windows.Handle
 	proc   windows.Handle
+	events *jobEvents // what the job's completion port said
 	exited chan struct{}
 	status Status
 }
@@ -143,6 +178,7 @@ func (t *jobTree) Status() Status          { return t.status }
 func (t *jobTree) Terminate() error { return ErrUnsupported }
 
 func (t *jobTree) Kill() error {
+	t.events.killing()
 	if err := windows.TerminateJobObject(t.job, 1); err != nil {
 		return fmt.Errorf("TerminateJobObject: %w", err)
 	}
@@ -172,32 +208,45 @@ func without(pids []int, drop int) []int {
 	return out
 }
 
-func jobPids(job windows.Handle) ([]int, error) {
-	// JOBOBJECT_BASIC_PROCESS_ID_LIST: two DWORD counts, then ULONG_PTRs.
-	buf := make([]uintptr, 2+1024)
-	err := windows.QueryInformationJobObject(job, windows.JobObjectBasicProcessIdList,
-		uintptr(unsafe.Pointer(&buf[0])), uint32(len(buf)*int(unsafe.Sizeof(buf[0]))), nil)
-	if err != nil && err != windows.ERROR_MORE_DATA {
-		return nil, fmt.Errorf("job process list: %w", err)
+func jobPids(job windows.Handle) ([]int, error) { return jobPidsFrom(job, 1024) }
+
+// jobPidsFrom is jobPids with room for room pids at first; it grows the
+// buffer until the whole list fits.
+func jobPidsFrom(job windows.Handle, room int) ([]int, error) {
+	// JOBOBJECT_BASIC_PROCESS_ID_LIST: two DWORD counts (assigned, and in
+	// the list), then the ULONG_PTR pids, at offset 8 on 386 and amd64.
+	const header = 8
+	word := int(unsafe.Sizeof(uintptr(0)))
+	for try := 0; ; try++ {
+		buf := make([]uintptr, header/word+room)
+		err := windows.QueryInformationJobObject(job, windows.JobObjectBasicProcessIdList,
+			uintptr(unsafe.Pointer(&buf[0])), uint32(len(buf)*word), nil)
+		if err != nil && err != windows.ERROR_MORE_DATA {
+			return nil, fmt.Errorf("job process list: %w", err)
+		}
+		assigned := int(*(*uint32)(unsafe.Pointer(&buf[0])))
+		n := int(*(*uint32)(unsafe.Add(unsafe.Pointer(&buf[0]), 4)))
+		if n < assigned {
+			// Not all fit (ERROR_MORE_DATA, or a success status that
+			// says the same): room for them and for some joining.
+			if try == 16 {
+				return nil, fmt.Errorf("job process list: %d processes, still growing after %d tries", assigned, try)
+			}
+			room = max(assigned+assigned/4+16, 2*room)
+			continue
+		}
+		ids := unsafe.Slice((*uintptr)(unsafe.Add(unsafe.Pointer(&buf[0]), header)), n)
+		pids := make([]int, 0, n)
+		for _, id := range ids {
+			pids = append(pids, int(id))
+		}
+		return pids, nil
 	}
-	n := int(*(*uint32)(unsafe.Pointer(uintptr(unsafe.Pointer(&buf[0])) + 4)))
-	ids := unsafe.Slice((*uintptr)(unsafe.Pointer(uintptr(unsafe.Pointer(&buf[0]))+8)), n)
-	pids := make([]int, 0, n)
-	for _, id := range ids {
-		pids = append(pids, int(id))
-	}
-	return pids, nil
 }
 
-// activeProcesses reads ActiveProcesses of
-// JOBOBJECT_BASIC_ACCOUNTING_INFORMATION.
+// activeProcesses reads ActiveProcesses of the job's accounting.
 func activeProcesses(job windows.Handle) (uint32, error) {
-	var info struct {
-		TotalUserTime, TotalKernelTime, ThisPeriodUser, ThisPeriodKernel int64
-		PageFaults, TotalProcesses, ActiveProcesses, Terminated          uint32
-	}
-	err := windows.QueryInformationJobObject(job, windows.JobObjectBasicAccountingInformation,
-		uintptr(unsafe.Pointer(&info)), uint32(unsafe.Sizeof(info)), nil)
+	info, err := queryAccounting(job)
 	return info.ActiveProcesses, err
 }
 
@@ -236,7 +285,9 @@ func (t *jobTree) Release(pids []int) error { return nil }
 func (t *jobTree) Close() error {
 	<-t.exited
 	windows.CloseHandle(t.proc)
-	return windows.CloseHandle(t.job)
+	err := windows.CloseHandle(t.job)
+	t.events.unwatch()
+	return err
 }
 
 func holders(pids []int, files []*os.File) ([]int, error) { return nil, ErrUnsupported }

@@ -5,8 +5,9 @@ import (
 	"runtime"
 )
 
-// Limits are the resource limits of a tree, written into its cgroup before
-// its root runs (cgroup isolation only). Zero fields mean no limit.
+// Limits are the resource limits of a tree, written into its cgroup (or,
+// on Windows, its job object) before its root runs. Zero fields mean no
+// limit.
 type Limits struct {
 	// MemoryMax and MemoryHigh are memory.max and memory.high in bytes.
 	MemoryMax, MemoryHigh int64
@@ -70,9 +71,9 @@ func checkLimits(iso Isolation, spec *Spec) (Isolation, error) {
 			iso = Cgroup
 		}
 	}
-	if iso != Cgroup {
-		return iso, fmt.Errorf("%w: resource limits need cgroup v2 isolation; %s isolation cannot enforce them "+
-			"(corral does not fake them with per-process rlimits)", ErrIsolation, iso)
+	if iso != Cgroup && iso != Job {
+		return iso, fmt.Errorf("%w: resource limits need cgroup v2 isolation (or a job object on Windows); "+
+			"%s isolation cannot enforce them (corral does not fake them with per-process rlimits)", ErrIsolation, iso)
 	}
 	return iso, nil
 }
