@@ -14,6 +14,11 @@ import (
 // imports no containment backend, on any platform; only the run layer
 // talks to internal/contain. (Its tests may: they check processes.)
 func TestSessionIsBuiltOnTheRunLayer(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		// Under Wine the go tool found is a Linux program; the Linux run
+		// lists the imports for every GOOS, windows included.
+		t.Skip("imports are listed for every GOOS by the Linux run")
+	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
