@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -121,6 +122,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 	if env == nil {
 		env = os.Environ()
 	}
+	env = dedupEnv(env)
 	spec := &contain.Spec{
 		Path:       path,
 		Argv:       c.Args,
@@ -555,4 +557,26 @@ func (o *Orphan) Kill() error {
 		}
 	}
 	return o.o.Remove()
+}
+
+// dedupEnv keeps the last entry of each name, where it stands, as os/exec
+// does: execve passes duplicates through, and getenv returns the first.
+// (Windows compares names without case; its backend dedups again so.)
+func dedupEnv(env []string) []string {
+	last := make(map[string]int, len(env))
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		last[name] = i
+	}
+	if len(last) == len(env) {
+		return env
+	}
+	out := make([]string, 0, len(last))
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if last[name] == i {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
