@@ -34,7 +34,7 @@ func BenchmarkExecRoundTrip(b *testing.B) {
 	}
 	run("exec", "-s", "bench", "--", "true")
 	defer func() { run("kill", "--all"); run("daemon", "stop") }()
-	cl, err := client.Dial(state)
+	cl, err := client.Dial(context.Background(), state)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 	defer func() { cl("kill", "--all"); cl("daemon", "stop") }()
 	dpidB, _ := os.ReadFile(filepath.Join(state, "daemon.pid"))
 	dpid, _ := strconv.Atoi(strings.TrimSpace(string(dpidB)))
-	c, err := client.Dial(state)
+	c, err := client.Dial(context.Background(), state)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func BenchmarkIdleSessions(b *testing.B) {
 	time.Sleep(500 * time.Millisecond) // let everything go idle
 	var shellKiB, threads int
 	for _, s := range sessions {
-		shellKiB += pss(s.KeeperPid)
+		shellKiB += pss(s.ShellPid)
 	}
 	daemonAfter := pss(dpid)
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", dpid)); err == nil {
