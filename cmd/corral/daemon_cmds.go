@@ -305,7 +305,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 			opts.Grace = -1 // --grace 0: kill at once
 		}
 	}
-	if stdin != nil {
+	if stdin != nil && !devNull(stdin) {
+		// /dev/null gives end of file at once, as no stdin does, and
+		// forwarding it costs the call a stdin FIFO (0.4 ms here).
 		opts.Stdin = stdin
 	}
 	if err := checkUTF8(code, opts.Dir, opts.Cwd, opts.Env); err != nil {
@@ -475,4 +477,14 @@ func checkUTF8(code, dir, cwd string, env []string) error {
 		}
 	}
 	return nil
+}
+
+// devNull reports whether f is /dev/null.
+func devNull(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err == nil && os.SameFile(fi, null)
 }
