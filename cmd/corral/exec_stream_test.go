@@ -255,3 +255,37 @@ func TestExecInterruptWaitsForTheTree(t *testing.T) {
 		t.Fatalf("the session after the interrupts: %q %d", out, rc)
 	}
 }
+
+// TestExecCwdIsAStartFailure: --cwd is entered by the session before the
+// command (and stays), the command's text left as given; a --cwd that
+// cannot be entered fails the call before anything runs, with exit 125
+// and a message naming it. Before, --cwd was a cd written in front of the
+// command's text by the client, and a directory the client could not see
+// was a usage error (exit 2) of the client's own: this test failed so.
+func TestExecCwdIsAStartFailure(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := t.TempDir()
+	ran := filepath.Join(t.TempDir(), "ran")
+	if out, errs, rc := e.run("exec", "-s", "c", "--cwd", dir, "--", "pwd; echo }"); rc != 0 || out != dir+"\n}\n" {
+		t.Fatalf("--cwd %s: exit %d, %q %q", dir, rc, out, errs)
+	}
+	if out, _, rc := e.run("exec", "-s", "c", "--", "pwd"); rc != 0 || out != dir+"\n" {
+		t.Fatalf("the cd did not stay: %q %d", out, rc)
+	}
+	for _, cwd := range []string{"/nonexistent/corral-cwd", ran + "-file"} {
+		if cwd != "/nonexistent/corral-cwd" {
+			os.WriteFile(cwd, nil, 0o600)
+		}
+		out, errs, rc := e.run("exec", "-s", "c", "--cwd", cwd, "--", "touch "+ran)
+		if rc != 125 || out != "" || !strings.Contains(errs, cwd) {
+			t.Errorf("--cwd %s: exit %d, %q %q; want 125 naming it", cwd, rc, out, errs)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatalf("--cwd %s: the command ran", cwd)
+		}
+		t.Logf("--cwd %s: %s", cwd, strings.TrimSpace(errs))
+	}
+	if out, _, rc := e.run("exec", "-s", "c", "--", "pwd"); rc != 0 || out != dir+"\n" {
+		t.Fatalf("after the refused cwds: %q %d", out, rc)
+	}
+}
