@@ -94,12 +94,22 @@ type Client struct {
 
 	// mu guards the fields that follow.
 	mu     sync.Mutex
-	idle   []*wire.Conn
+	idle   []idleConn
 	closed bool
 }
 
-// maxIdle bounds the idle connections a Client keeps.
-const maxIdle = 4
+// maxIdle bounds the idle connections a Client keeps, and maxIdleAge how
+// long one is kept: well under the daemon's wire.IdleBound, past which it
+// closes them.
+const (
+	maxIdle    = 4
+	maxIdleAge = wire.IdleBound / 2
+)
+
+type idleConn struct {
+	wc    *wire.Conn
+	since time.Time
+}
 
 // Option is an option of Dial.
 type Option func(*options)
@@ -172,7 +182,7 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	for {
 		wc, err := c.connect(ctx)
 		if err == nil {
-			c.idle = append(c.idle, wc)
+			c.idle = append(c.idle, idleConn{wc, time.Now()})
 			return c, nil
 		}
 		if notListening(err) {
@@ -279,25 +289,53 @@ func decodeError(b []byte) error {
 	return &e
 }
 
-// get returns a connection for one call: an idle one, or a new one.
-func (c *Client) get(ctx context.Context) (*wire.Conn, error) {
+// get returns a connection for one call: an idle one (reused says so),
+// or a new one.
+func (c *Client) get(ctx context.Context) (wc *wire.Conn, reused bool, err error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, errors.New("client closed")
+		return nil, false, errors.New("client closed")
 	}
-	if n := len(c.idle); n > 0 {
-		wc := c.idle[n-1]
-		c.idle = c.idle[:n-1]
-		c.mu.Unlock()
-		return wc, nil
+	for len(c.idle) > 0 {
+		ic := c.idle[len(c.idle)-1]
+		c.idle = c.idle[:len(c.idle)-1]
+		if time.Since(ic.since) < maxIdleAge {
+			c.mu.Unlock()
+			return ic.wc, true, nil
+		}
+		ic.wc.Net().Close()
 	}
 	c.mu.Unlock()
-	wc, err := c.connect(ctx)
+	wc, err = c.connect(ctx)
 	if err != nil && notListening(err) {
-		return nil, &lostError{err}
+		return nil, false, &lostError{err}
 	}
-	return wc, err
+	return wc, false, err
+}
+
+// send gets a connection and sends a call's frame on it. A reused
+// connection that the daemon closed meanwhile (an earlier daemon's, or
+// one idle for too long) fails the write with nothing sent: then a new
+// connection is tried, once.
+func (c *Client) send(ctx context.Context, call wire.Call) (*wire.Conn, error) {
+	for {
+		wc, reused, err := c.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = wc.WriteJSON(wire.FrameCall, call)
+		if err == nil {
+			return wc, nil
+		}
+		wc.Net().Close()
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			return nil, fmt.Errorf("%w: the %s call is %v", ErrBadRequest, call.Call, err)
+		}
+		if !reused {
+			return nil, c.broken(ctx, err)
+		}
+	}
 }
 
 // put gives back a connection whose call ended cleanly.
@@ -308,7 +346,7 @@ func (c *Client) put(wc *wire.Conn) {
 		wc.Net().Close()
 		return
 	}
-	c.idle = append(c.idle, wc)
+	c.idle = append(c.idle, idleConn{wc, time.Now()})
 }
 
 // Close closes the client's connections. A call under way goes on until
@@ -317,8 +355,8 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	for _, wc := range c.idle {
-		wc.Net().Close()
+	for _, ic := range c.idle {
+		ic.wc.Net().Close()
 	}
 	c.idle = nil
 	return nil
@@ -329,7 +367,7 @@ func (c *Client) DaemonPid() int { return c.pid }
 
 // call makes one call that ends with a reply decoded into out.
 func (c *Client) call(ctx context.Context, call wire.Call, out any) error {
-	wc, err := c.get(ctx)
+	wc, err := c.send(ctx, call)
 	if err != nil {
 		return err
 	}
@@ -347,9 +385,6 @@ func (c *Client) call(ctx context.Context, call wire.Call, out any) error {
 			nc.Close()
 		}
 	}()
-	if err := wc.WriteJSON(wire.FrameCall, call); err != nil {
-		return c.broken(ctx, err)
-	}
 	typ, b, err := wc.ReadFrame(wire.MaxControl)
 	if err != nil {
 		return c.broken(ctx, err)
@@ -544,7 +579,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 	if err != nil {
 		return nil, err
 	}
-	wc, err := c.get(ctx)
+	wc, err := c.send(ctx, wire.Call{Call: wire.CallExec, Exec: e})
 	if err != nil {
 		return nil, err
 	}
@@ -564,12 +599,6 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 			nc.Close()
 		}
 	}()
-	if err := wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: e}); err != nil {
-		if errors.Is(err, wire.ErrFrameTooLarge) {
-			return nil, fmt.Errorf("%w: the command and environment are %v", ErrBadRequest, err)
-		}
-		return nil, c.broken(ctx, err)
-	}
 	// After an interrupt no more stdin is sent (a send of stdin the daemon
 	// is not taking, blocked on a full socket, holds the connection until
 	// the daemon reads on).

@@ -30,9 +30,11 @@
 // A control frame's payload is one JSON object (UTF-8); a data frame's is
 // raw bytes. A frame longer than its bound is a protocol error: the
 // receiver answers with an error frame (kind bad_request) if it can and
-// closes the connection. Bounds: MaxControl (4 MiB) for a control frame,
-// MaxStdin (64 KiB) for a stdin frame; the daemon sends output in frames
-// of at most MaxOutputChunk (64 KiB).
+// closes the connection. Bounds: MaxHello (64 KiB) for the Hello,
+// MaxControl (4 MiB) for any other control frame, MaxStdin (64 KiB) for a
+// stdin frame; the daemon sends output in frames of at most
+// MaxOutputChunk (64 KiB). A receiver reads a payload as it arrives, never
+// allocating it whole from its header.
 //
 // # Handshake
 //
@@ -78,7 +80,16 @@
 // the output for the daemon's bound (30 s by default) has its command
 // stopped; the call then ends with an Error of kind not_reading.
 //
-// Bounds on a connection: the Hello must arrive within HandshakeBound, a
-// connection may stay IdleBound without a call, and the daemon serves at
-// most 64 connections at once (more wait in the listen backlog).
+// Bounds on a connection: the Hello must arrive within HandshakeBound, and
+// so must the rest of a call's frame once its header has; a connection may
+// stay IdleBound without a call (then the daemon closes it: a client keeps
+// idle connections for less); the daemon serves at most 64 connections at
+// once (more wait in the listen backlog).
+//
+// Result (the reply of exec) carries every field of corral.Result, times
+// as Unix nanoseconds and durations as nanoseconds, and also cwd (the
+// session's working directory after the command) and state_not_saved
+// (why the session's state after the command could not be recorded, ""
+// when it was). An exec that did not run ends with an Error instead; one
+// that ran, whatever its outcome, with a Result.
 package wire

@@ -1,5 +1,7 @@
 package wire
 
+import "fmt"
+
 // Hello is the client's first frame.
 type Hello struct {
 	Protocol string `json:"protocol"` // "corral"
@@ -19,7 +21,7 @@ type Welcome struct {
 // highest one both speak, or an error of kind unsupported_version.
 func Negotiate(h Hello) (int, *Error) {
 	if h.Protocol != Protocol {
-		return 0, &Error{Kind: KindVersion, Message: "not a corral client (protocol " + quote(h.Protocol) + ")"}
+		return 0, &Error{Kind: KindVersion, Message: fmt.Sprintf("not a corral client (protocol %q)", h.Protocol)}
 	}
 	best := 0
 	for _, v := range h.Versions {
@@ -28,12 +30,10 @@ func Negotiate(h Hello) (int, *Error) {
 		}
 	}
 	if best == 0 {
-		return 0, &Error{Kind: KindVersion, Message: "no protocol version in common: this daemon speaks version 1; upgrade the client or the daemon"}
+		return 0, &Error{Kind: KindVersion, Message: fmt.Sprintf("no protocol version in common: the client speaks %v, this daemon 1 to %d; upgrade the older of the two", h.Versions, Version)}
 	}
 	return best, nil
 }
-
-func quote(s string) string { return "\"" + s + "\"" }
 
 // Call names.
 const (
