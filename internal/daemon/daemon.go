@@ -76,6 +76,7 @@ type Daemon struct {
 	once    sync.Once // Close
 	stopReq sync.Once // closes stopped
 	uid     int       // the only peer uid served
+	began   bool      // Start ran: the pid file is this daemon's
 
 	recording sync.Mutex // one recordState at a time; taken before mu
 
@@ -168,6 +169,7 @@ func Open(cfg Config) (*Daemon, error) {
 // background, and those sessions answer as recovering meanwhile. Only the
 // daemon that owns the socket may Start: it takes shells over.
 func (d *Daemon) Start() {
+	d.began = true
 	boundMemory()
 	if err := os.WriteFile(filepath.Join(d.cfg.StateDir, "daemon.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
 		d.cfg.Log.Warn("cannot write the pid file", "err", err)
@@ -238,7 +240,9 @@ func (d *Daemon) Close() {
 		d.stopRecovery()
 		d.detachAll()
 		d.store.Close()
-		os.Remove(filepath.Join(d.cfg.StateDir, "daemon.pid"))
+		if d.began { // else it names another daemon, or none
+			os.Remove(filepath.Join(d.cfg.StateDir, "daemon.pid"))
+		}
 		d.cfg.Log.Info("daemon stopped; every session's shell goes on")
 	})
 }

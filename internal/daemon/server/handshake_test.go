@@ -5,7 +5,11 @@ package server_test
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +80,31 @@ func TestHandshake(t *testing.T) {
 				t.Fatal("the connection stayed open after a refused handshake")
 			}
 		})
+	}
+}
+
+// TestOpenRefusesALiveSocket: a socket something answers on is another
+// daemon's: Open says so (ErrRunning, naming its pid) and leaves its pid
+// file and socket alone.
+func TestOpenRefusesALiveSocket(t *testing.T) {
+	testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	lis, err := net.Listen("unix", wire.SocketPath(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	pidFile := filepath.Join(state, "daemon.pid")
+	os.WriteFile(pidFile, []byte("4242\n"), 0o600)
+	os.Chmod(state, 0o700)
+	_, err = server.Open(server.Config{Config: daemon.Config{StateDir: state}})
+	if !errors.Is(err, daemon.ErrRunning) || !strings.Contains(err.Error(), "4242") {
+		t.Fatalf("Open beside a live socket: %v, want ErrRunning naming pid 4242", err)
+	}
+	if b, err := os.ReadFile(pidFile); err != nil || string(b) != "4242\n" {
+		t.Errorf("the other daemon's pid file: %q %v", b, err)
+	}
+	if _, err := os.Stat(wire.SocketPath(state)); err != nil {
+		t.Errorf("the other daemon's socket: %v", err)
 	}
 }
