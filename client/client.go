@@ -1,8 +1,15 @@
-// Package client talks to a running corral daemon from Go: run commands in
-// named sessions, list and end them.
+// Package client talks to a corral daemon from Go: run commands in named
+// sessions or oneshot shells, list and end sessions, ask the daemon how it
+// is and stop it. It is the one client: the corral CLI and its MCP server
+// use it too.
 //
-//	c, err := client.Dial(stateDir) // "" for the default state directory
+//	c, err := client.Dial(ctx, "", client.StartDaemon("")) // the default state directory; start corral on demand
 //	res, err := c.Exec(ctx, "build", "make -j8", client.ExecOptions{Stdout: os.Stdout})
+//
+// The API has no transport types; errors say what happened through the
+// sentinels below (errors.Is): ErrNotFound, ErrSessionClosed,
+// ErrDaemonStopping, ErrBroken, ErrStateNotSaved, ErrLost, and the rest.
+// The protocol is internal/wire's.
 package client
 
 import (
@@ -10,56 +17,465 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"unicode/utf8"
 
 	"github.com/corral-dev/corral"
-	pb "github.com/corral-dev/corral/api/corralv1"
-	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/fds"
 	"github.com/corral-dev/corral/internal/statedir"
+	"github.com/corral-dev/corral/internal/wire"
 )
 
-// Client is a connection to a daemon. It is safe for concurrent use.
+// The errors of a call (errors.Is). Each is what the daemon said (its
+// message wrapped around it), or, for ErrLost and ErrNoDaemon, what this
+// client found.
+var (
+	// ErrBadRequest: the daemon refused the request as given; nothing
+	// was created or run.
+	ErrBadRequest = wire.ErrBadRequest
+	// ErrNotFound: no session of that name.
+	ErrNotFound = wire.ErrNotFound
+	// ErrSessionClosed: the session was killed or closed under the call.
+	ErrSessionClosed = wire.ErrSessionClosed
+	// ErrDaemonStopping: the daemon is stopping and starts nothing now.
+	ErrDaemonStopping = wire.ErrStopping
+	// ErrBroken: the session's shell can be neither taken over nor
+	// settled; Kill drops it.
+	ErrBroken = wire.ErrBroken
+	// ErrRecovering: the session is still being recovered after a
+	// restart of the daemon; try again.
+	ErrRecovering = wire.ErrRecovering
+	// ErrBusy: the session is busy.
+	ErrBusy = wire.ErrBusy
+	// ErrPermission: this process may not use the daemon.
+	ErrPermission = wire.ErrPermission
+	// ErrNotReading: this client read none of its command's output within
+	// the daemon's bound, and the daemon stopped the command.
+	ErrNotReading = wire.ErrNotReading
+	// ErrStateNotSaved: a command ran but its session's state after it
+	// (cwd, exported environment) could not be recorded durably: the live
+	// shell has it, a reboot or a crash of the daemon may lose it. Exec
+	// returns it, as a *StateNotSavedError, with the result.
+	ErrStateNotSaved = wire.ErrStateNotSaved
+	// ErrNoDaemon: no daemon answers on the target (and none was to be
+	// started).
+	ErrNoDaemon = errors.New("no daemon is running")
+	// ErrLost: the connection to the daemon broke during a call (the
+	// daemon died or stopped); a command it was running may have run.
+	ErrLost = errors.New("lost the daemon")
+)
+
+// StateNotSavedError is ErrStateNotSaved with the daemon's reason.
+type StateNotSavedError struct{ Reason string }
+
+func (e *StateNotSavedError) Error() string { return ErrStateNotSaved.Error() + ": " + e.Reason }
+func (e *StateNotSavedError) Unwrap() error { return ErrStateNotSaved }
+
+// lostError is ErrLost, with what broke.
+type lostError struct{ err error }
+
+func (e *lostError) Error() string   { return ErrLost.Error() + ": " + e.err.Error() }
+func (e *lostError) Unwrap() []error { return []error{ErrLost, e.err} }
+
+// Client is a connection to a daemon. It is safe for concurrent use: each
+// call has a connection of its own while it runs (the protocol serves one
+// call at a time per connection), and a few idle ones are kept for reuse.
 type Client struct {
-	conn *grpc.ClientConn
-	api  pb.DaemonClient
+	sock     string
+	stateDir string // "" when the target was a socket
+	pid      int    // the daemon's, from its Welcome
+
+	// mu guards the fields that follow.
+	mu     sync.Mutex
+	idle   []idleConn
+	closed bool
 }
 
-// Dial connects to the daemon serving stateDir ("" means the default
-// state directory). It does not start one. A state directory corral
-// would refuse (a link, another user's, writable by others: see
-// statedir.Ensure) is refused here too, before anything is sent.
-func Dial(stateDir string) (*Client, error) {
-	if stateDir == "" {
-		var err error
-		if stateDir, err = statedir.Path(); err != nil {
+// maxIdle bounds the idle connections a Client keeps, and maxIdleAge how
+// long one is kept: well under the daemon's wire.IdleBound, past which it
+// closes them.
+const (
+	maxIdle    = 4
+	maxIdleAge = wire.IdleBound / 2
+)
+
+type idleConn struct {
+	wc    *wire.Conn
+	since time.Time
+}
+
+// Option is an option of Dial.
+type Option func(*options)
+
+type options struct {
+	start  bool
+	corral string
+}
+
+// StartDaemon has Dial start a daemon for the target's state directory
+// when none answers, by running the corral binary at path ("" means
+// "corral" on $PATH) as "corral daemon", detached, logging to the state
+// directory's daemon.log. Of many clients that find no daemon at once,
+// one starts it and the others wait for it.
+func StartDaemon(path string) Option {
+	return func(o *options) { o.start, o.corral = true, path }
+}
+
+// spawnWait bounds how long Dial waits for a daemon to start (its own, or
+// one another client is starting) and to answer.
+const spawnWait = 10 * time.Second
+
+// Dial connects to the daemon of target: a state directory ("" means the
+// default one, $CORRAL_STATE_DIR or the user's), or the path of a daemon's
+// socket. (A host:port with TLS comes with remote access.) A state
+// directory corral would refuse (a link, another user's, writable by
+// others: see internal/statedir) is refused before anything is sent: a
+// socket in a directory someone else controls is theirs to serve. Dial
+// returns once the daemon has answered the handshake.
+func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	c := &Client{}
+	switch fi, err := os.Stat(target); {
+	case target == "":
+		dir, err := statedir.Path()
+		if err != nil {
 			return nil, err
 		}
+		c.stateDir = dir
+	case err == nil && fi.Mode()&os.ModeSocket != 0:
+		c.sock = target
+		if err := statedir.Verify(filepath.Dir(target)); err != nil {
+			return nil, err
+		}
+	case err == nil && fi.IsDir(), errors.Is(err, os.ErrNotExist) && strings.ContainsRune(target, os.PathSeparator):
+		c.stateDir = target
+	case err != nil && !strings.ContainsRune(target, os.PathSeparator) && strings.Contains(target, ":"):
+		return nil, fmt.Errorf("dial %s: remote daemons (host:port over TLS) are not supported yet; give a state directory or a socket", target)
+	case err != nil:
+		return nil, fmt.Errorf("dial %s: %w", target, err)
+	default:
+		return nil, fmt.Errorf("dial %s: neither a state directory nor a daemon's socket", target)
 	}
-	// A socket in a directory someone else controls is theirs to serve.
-	if err := statedir.Verify(stateDir); err != nil {
-		return nil, err
+	if c.stateDir != "" {
+		if o.start {
+			dir, err := statedir.Ensure(c.stateDir)
+			if err != nil {
+				return nil, err
+			}
+			c.stateDir = dir
+		} else if err := statedir.Verify(c.stateDir); err != nil {
+			return nil, err
+		}
+		c.sock = wire.SocketPath(c.stateDir)
 	}
-	conn, err := grpc.NewClient("unix:"+daemon.SocketPath(stateDir), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	started, retried := false, false
+	for {
+		wc, err := c.connect(ctx)
+		if err == nil {
+			c.idle = append(c.idle, idleConn{wc, time.Now()})
+			return c, nil
+		}
+		if notListening(err) {
+			if !o.start || c.stateDir == "" || started {
+				return nil, fmt.Errorf("%w for %s", ErrNoDaemon, c.target())
+			}
+			if err := startDaemon(ctx, c.stateDir, o.corral, c.listening); err != nil {
+				return nil, err
+			}
+			started = true
+			continue
+		}
+		// A daemon dying as this client arrived can take the connection
+		// and reset it. No call has been sent yet, so it is safe to look
+		// again (and start a daemon) once.
+		var we *wire.Error
+		if errors.As(err, &we) || retried || ctx.Err() != nil {
+			return nil, err
+		}
+		retried = true
+	}
+}
+
+func (c *Client) target() string {
+	if c.stateDir != "" {
+		return c.stateDir
+	}
+	return c.sock
+}
+
+// notListening reports whether err says nothing listens on the socket.
+func notListening(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, os.ErrNotExist)
+}
+
+// listening reports whether something accepts connections on the socket:
+// a plain connect, which sends nothing.
+func (c *Client) listening() bool {
+	nc, err := net.DialTimeout("unix", c.sock, 2*time.Second)
+	if err != nil {
+		return false
+	}
+	nc.Close()
+	return true
+}
+
+// connect opens a connection and does the handshake. A daemon still
+// taking shells over accepts only once it serves: the Welcome may take
+// that long, bounded by spawnWait.
+func (c *Client) connect(ctx context.Context) (*wire.Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", c.sock)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, api: pb.NewDaemonClient(conn)}, nil
+	wc := wire.NewConn(nc)
+	deadline := time.Now().Add(spawnWait)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	nc.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	defer stop()
+	fail := func(err error) (*wire.Conn, error) {
+		nc.Close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, fmt.Errorf("the daemon at %s did not answer within %v", c.sock, spawnWait)
+		}
+		return nil, err
+	}
+	if err := wc.WriteJSON(wire.FrameHello, wire.Hello{Protocol: wire.Protocol, Versions: []int{wire.Version}}); err != nil {
+		return fail(err)
+	}
+	typ, b, err := wc.ReadFrame(wire.MaxControl)
+	if err != nil {
+		return fail(err)
+	}
+	switch typ {
+	case wire.FrameWelcome:
+		var w wire.Welcome
+		if err := wire.Decode(b, &w); err != nil {
+			return fail(err)
+		}
+		c.pid = w.Pid
+	case wire.FrameError:
+		return fail(decodeError(b))
+	default:
+		return fail(fmt.Errorf("the daemon answered the handshake with a %q frame", typ))
+	}
+	nc.SetDeadline(time.Time{})
+	return wc, nil
 }
 
-// FromConn makes a Client of an established connection to a daemon.
-func FromConn(conn *grpc.ClientConn) *Client {
-	return &Client{conn: conn, api: pb.NewDaemonClient(conn)}
+// decodeError is the error of an Error frame.
+func decodeError(b []byte) error {
+	var e wire.Error
+	if err := wire.Decode(b, &e); err != nil {
+		return err
+	}
+	return &e
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// get returns a connection for one call: an idle one (reused says so),
+// or a new one.
+func (c *Client) get(ctx context.Context) (wc *wire.Conn, reused bool, err error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, false, errors.New("client closed")
+	}
+	for len(c.idle) > 0 {
+		ic := c.idle[len(c.idle)-1]
+		c.idle = c.idle[:len(c.idle)-1]
+		if time.Since(ic.since) < maxIdleAge {
+			c.mu.Unlock()
+			return ic.wc, true, nil
+		}
+		ic.wc.Net().Close()
+	}
+	c.mu.Unlock()
+	wc, err = c.connect(ctx)
+	if err != nil && notListening(err) {
+		return nil, false, &lostError{err}
+	}
+	return wc, false, err
+}
+
+// send gets a connection and sends a call's frame on it. A reused
+// connection that the daemon closed meanwhile (an earlier daemon's, or
+// one idle for too long) fails the write with nothing sent: then a new
+// connection is tried, once.
+func (c *Client) send(ctx context.Context, call wire.Call) (*wire.Conn, error) {
+	for {
+		wc, reused, err := c.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		err = wc.WriteJSON(wire.FrameCall, call)
+		if err == nil {
+			return wc, nil
+		}
+		wc.Net().Close()
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			return nil, fmt.Errorf("%w: the %s call is %v", ErrBadRequest, call.Call, err)
+		}
+		if !reused {
+			return nil, c.broken(ctx, err)
+		}
+	}
+}
+
+// put gives back a connection whose call ended cleanly.
+func (c *Client) put(wc *wire.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || len(c.idle) >= maxIdle {
+		wc.Net().Close()
+		return
+	}
+	c.idle = append(c.idle, idleConn{wc, time.Now()})
+}
+
+// Close closes the client's connections. A call under way goes on until
+// it ends.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for _, ic := range c.idle {
+		ic.wc.Net().Close()
+	}
+	c.idle = nil
+	return nil
+}
+
+// DaemonPid is the pid of the daemon as it said at the handshake.
+func (c *Client) DaemonPid() int { return c.pid }
+
+// call makes one call that ends with a reply decoded into out.
+func (c *Client) call(ctx context.Context, call wire.Call, out any) error {
+	wc, err := c.send(ctx, call)
+	if err != nil {
+		return err
+	}
+	nc := wc.Net()
+	if dl, ok := ctx.Deadline(); ok {
+		nc.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	clean := false
+	defer func() {
+		if stop() && clean {
+			nc.SetDeadline(time.Time{})
+			c.put(wc)
+		} else {
+			nc.Close()
+		}
+	}()
+	typ, b, err := wc.ReadFrame(wire.MaxControl)
+	if err != nil {
+		return c.broken(ctx, err)
+	}
+	switch typ {
+	case wire.FrameReply:
+		clean = true
+		return wire.Decode(b, out)
+	case wire.FrameError:
+		clean = true
+		return decodeError(b)
+	}
+	return fmt.Errorf("the daemon answered a %s call with a %q frame", call.Call, typ)
+}
+
+// broken is the error of a connection that failed during a call.
+func (c *Client) broken(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return &lostError{err}
+}
+
+// Session describes one session as the daemon lists it.
+type Session struct {
+	Name string
+	// State is up, down, broken or recovering.
+	State, Shell, Cwd string
+	Created, LastUsed time.Time
+	// ShellPid is the pid of the session's shell, which holds the
+	// session (0 when it is down).
+	ShellPid int
+	// Busy says a command is running; Reason says why a session is
+	// broken or still being recovered.
+	Busy   bool
+	Reason string
+}
+
+// List lists the sessions.
+func (c *Client) List(ctx context.Context) ([]Session, error) {
+	var resp wire.Sessions
+	if err := c.call(ctx, wire.Call{Call: wire.CallList}, &resp); err != nil {
+		return nil, err
+	}
+	out := make([]Session, 0, len(resp.Sessions))
+	for _, s := range resp.Sessions {
+		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.Cwd,
+			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), ShellPid: s.ShellPid,
+			Busy: s.Busy, Reason: s.Reason})
+	}
+	return out, nil
+}
+
+// Kill ends the named sessions (all of them with all set) and returns
+// those it ended.
+func (c *Client) Kill(ctx context.Context, all bool, names ...string) ([]string, error) {
+	var resp wire.Killed
+	if err := c.call(ctx, wire.Call{Call: wire.CallKill, Kill: &wire.Kill{Names: names, All: all}}, &resp); err != nil {
+		return nil, fmt.Errorf("kill: %w", err)
+	}
+	return resp.Killed, nil
+}
+
+// Status describes a daemon.
+type Status struct {
+	Pid      int
+	Socket   string
+	StateDir string
+	Sessions int
+	Started  time.Time
+	// Isolation is how the daemon contains the shells of the sessions it
+	// creates and its oneshots.
+	Isolation string
+}
+
+// Status asks the daemon how it is.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var st wire.Status
+	if err := c.call(ctx, wire.Call{Call: wire.CallStatus}, &st); err != nil {
+		return Status{}, err
+	}
+	return Status{Pid: st.Pid, Socket: st.Socket, StateDir: st.StateDir, Sessions: st.Sessions,
+		Started: time.Unix(st.StartedUnix, 0), Isolation: st.Isolation}, nil
+}
+
+// Stop asks the daemon to stop; it answers first. Every session's shell
+// keeps running, for the next daemon to take over.
+func (c *Client) Stop(ctx context.Context) error {
+	var none struct{}
+	return c.call(ctx, wire.Call{Call: wire.CallStop}, &none)
+}
 
 // ExecOptions are the settings of one command.
 type ExecOptions struct {
@@ -73,6 +489,11 @@ type ExecOptions struct {
 	// (and a oneshot command's); "" and nil mean this process's.
 	Dir string
 	Env []string
+	// Cwd, if set, is entered before the command (made absolute here): in
+	// a session the cd persists, and a new session or a oneshot starts
+	// there. A Cwd that cannot be entered fails the command before it
+	// starts (outcome start_failed, the reason in Result.Error).
+	Cwd string
 	// Interrupt, when closed, has the daemon stop the command as a timeout
 	// does (SIGTERM to its tree, the session's grace, then SIGKILL); Exec
 	// goes on streaming and returns the result once the tree is gone.
@@ -98,80 +519,118 @@ func (o *ExecOptions) interruptSignal() syscall.Signal {
 	return o.InterruptSignal()
 }
 
-// ErrStateNotSaved means a command ran but its session's state after it
-// (cwd, exported environment) could not be recorded durably: the live
-// shell has it, a reboot or a crash of the daemon may lose it. Exec
-// returns it, wrapped with the daemon's reason, with the result.
-var ErrStateNotSaved = errors.New("the session's state (cwd, environment) was not saved")
+// Result is a command's result, with what the session says after it.
+type Result struct {
+	corral.Result
+	// Cwd is the session's working directory after the command ("" for a
+	// oneshot, or a session whose shell is gone).
+	Cwd string
+}
 
-// StateNotSavedError is ErrStateNotSaved with the daemon's reason.
-type StateNotSavedError struct{ Reason string }
+// request builds the wire request of one command, once.
+func request(name, code string, o *ExecOptions) (*wire.Exec, error) {
+	e := &wire.Exec{Session: name, Command: code, Oneshot: o.Oneshot, Dir: o.Dir, Env: o.Env, Stdin: o.Stdin != nil,
+		TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, GraceMs: o.Grace.Milliseconds(), StopSignal: int(o.StopSignal)}
+	if e.Env == nil {
+		e.Env = os.Environ()
+	}
+	if o.Cwd != "" {
+		abs, err := filepath.Abs(o.Cwd)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cwd %s: %v", ErrBadRequest, o.Cwd, err)
+		}
+		e.Cwd, e.Dir = abs, abs
+	}
+	if e.Dir == "" {
+		e.Dir, _ = os.Getwd()
+	}
+	if o.Grace < 0 {
+		e.GraceMs = -1
+	}
+	// JSON strings are UTF-8: a byte that is not would arrive replaced.
+	if !utf8.ValidString(e.Command) {
+		return nil, fmt.Errorf("%w: the command holds bytes that are not UTF-8", ErrBadRequest)
+	}
+	for what, s := range map[string]string{"working directory": e.Dir, "cwd": e.Cwd, "session name": e.Session} {
+		if !utf8.ValidString(s) {
+			return nil, fmt.Errorf("%w: the %s %q is not UTF-8", ErrBadRequest, what, s)
+		}
+	}
+	for _, kv := range e.Env {
+		if !utf8.ValidString(kv) {
+			k, _, _ := strings.Cut(kv, "=")
+			return nil, fmt.Errorf("%w: environment variable %q is not UTF-8", ErrBadRequest, k)
+		}
+	}
+	return e, nil
+}
 
-func (e *StateNotSavedError) Error() string { return ErrStateNotSaved.Error() + ": " + e.Reason }
-func (e *StateNotSavedError) Unwrap() error { return ErrStateNotSaved }
-
-// Exec runs code in session name (created on first use) and returns its
-// result. Cancelling ctx cancels the command (and resets the session)
-// without waiting for it; o.Interrupt and o.Kill stop it and wait.
+// Exec runs code in session name (created on first use; "" with
+// o.Oneshot) and returns its result. Cancelling ctx cancels the command
+// (and resets the session) without waiting for it; o.Interrupt and o.Kill
+// stop it and wait.
 //
 // The error is nil only if the command exited 0 and its state was
-// recorded; otherwise, with a result, it is a *corral.RunError, or
-// a *StateNotSavedError, or both (errors.Join).
-func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*corral.Result, error) {
-	if o.Env == nil {
-		o.Env = os.Environ()
-	}
-	if o.Dir == "" {
-		o.Dir, _ = os.Getwd()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	st, err := c.api.Exec(ctx)
+// recorded; otherwise, with a result, it is a *corral.RunError, or a
+// *StateNotSavedError, or both (errors.Join). Without a result, the
+// command did not run (or this client lost the daemon: ErrLost).
+func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*Result, error) {
+	e, err := request(name, code, &o)
 	if err != nil {
 		return nil, err
 	}
-	start := &pb.ExecStart{Session: name, Command: code, TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput,
-		Oneshot: o.Oneshot, Cwd: o.Dir, Env: o.Env, Stdin: o.Stdin != nil,
-		GraceMs: o.Grace.Milliseconds(), StopSignal: int32(o.StopSignal)}
-	if o.Grace < 0 {
-		start.GraceMs = -1
-	}
-	if err := st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: start}}); err != nil {
+	wc, err := c.send(ctx, wire.Call{Call: wire.CallExec, Exec: e})
+	if err != nil {
 		return nil, err
 	}
-	// gRPC allows one Send at a time; stdin, cancel and kill share the
-	// stream. After an interrupt no more stdin is sent (a send of stdin
-	// the daemon is not taking, blocked on flow control, holds the stream
-	// until the daemon reads on).
-	var sendMu sync.Mutex
-	var stopped atomic.Bool
-	send := func(m *pb.ExecRequest) error {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		return st.Send(m)
-	}
+	nc := wc.Net()
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	clean := false
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	defer func() {
+		close(done)
+		wg.Wait()
+		// A connection that carried stdin may still get a late write
+		// from its reader: it is not reused.
+		if stop() && clean && o.Stdin == nil {
+			c.put(wc)
+		} else {
+			nc.Close()
+		}
+	}()
+	// After an interrupt no more stdin is sent (a send of stdin the daemon
+	// is not taking, blocked on a full socket, holds the connection until
+	// the daemon reads on).
+	var stopped sync.Once
+	stoppedc := make(chan struct{})
+	stopSending := func() { stopped.Do(func() { close(stoppedc) }) }
 	if o.Stdin != nil {
 		go func() {
 			buf := make([]byte, 32<<10)
 			for {
 				n, err := o.Stdin.Read(buf)
-				if stopped.Load() {
+				select {
+				case <-stoppedc:
 					return
+				case <-done:
+					return
+				default:
 				}
-				if n > 0 && send(&pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: append([]byte(nil), buf[:n]...)}}) != nil {
+				if n > 0 && wc.WriteFrame(wire.FrameStdin, buf[:n]) != nil {
 					return
 				}
 				if err != nil {
-					send(&pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}})
+					wc.WriteFrame(wire.FrameEOF, nil)
 					return
 				}
 			}
 		}()
 	}
 	if o.Interrupt != nil || o.Kill != nil {
-		done := make(chan struct{})
-		defer close(done)
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			interrupt, kill := o.Interrupt, o.Kill
 			for interrupt != nil || kill != nil {
 				select {
@@ -179,101 +638,110 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*c
 					return
 				case <-interrupt:
 					interrupt = nil
-					stopped.Store(true)
-					if sig := o.interruptSignal(); sig != 0 && sig != syscall.SIGTERM {
-						send(&pb.ExecRequest{Msg: &pb.ExecRequest_CancelSignal{CancelSignal: int32(sig)}})
-					} else {
-						send(&pb.ExecRequest{Msg: &pb.ExecRequest_Cancel{Cancel: true}})
-					}
+					stopSending()
+					wc.WriteJSON(wire.FrameCancel, wire.Cancel{Signal: int(o.interruptSignal())})
 				case <-kill:
 					kill = nil
-					stopped.Store(true)
-					send(&pb.ExecRequest{Msg: &pb.ExecRequest_Kill{Kill: true}})
+					stopSending()
+					wc.WriteFrame(wire.FrameKill, nil)
 				}
 			}
 		}()
 	}
 	for {
-		m, err := st.Recv()
+		typ, b, err := wc.ReadFrame(wire.MaxControl)
 		if err != nil {
-			return nil, err
+			return nil, c.broken(ctx, err)
 		}
-		switch x := m.Msg.(type) {
-		case *pb.ExecResponse_Stdout:
+		switch typ {
+		case wire.FrameStdout:
 			if o.Stdout != nil {
-				o.Stdout.Write(x.Stdout)
+				o.Stdout.Write(b)
 			}
-		case *pb.ExecResponse_Stderr:
+		case wire.FrameStderr:
 			if o.Stderr != nil {
-				o.Stderr.Write(x.Stderr)
+				o.Stderr.Write(b)
 			}
-		case *pb.ExecResponse_Result:
-			res := ResultFromProto(x.Result)
+		case wire.FrameError:
+			clean = true
+			return nil, decodeError(b)
+		case wire.FrameReply:
+			var w wire.Result
+			if err := wire.Decode(b, &w); err != nil {
+				return nil, err
+			}
+			clean = true
+			res := &Result{Result: *w.Corral(), Cwd: w.Cwd}
 			var errs []error
 			if res.Outcome != corral.OutcomeExited || res.ExitCode != 0 {
-				errs = append(errs, &corral.RunError{Result: res})
+				errs = append(errs, &corral.RunError{Result: &res.Result})
 			}
-			if x.Result.StateNotSaved {
-				errs = append(errs, &StateNotSavedError{Reason: x.Result.StateError})
+			if w.StateNotSaved != "" {
+				errs = append(errs, &StateNotSavedError{Reason: w.StateNotSaved})
 			}
 			if len(errs) == 1 {
 				return res, errs[0]
 			}
 			return res, errors.Join(errs...)
+		default:
+			return nil, fmt.Errorf("the daemon sent a %q frame during an exec call", typ)
 		}
 	}
 }
 
-// Session describes one session as the daemon lists it.
-type Session struct {
-	Name, State, Shell, Cwd string
-	Created, LastUsed       time.Time
-	// KeeperPid is the pid of the session's shell, which holds the
-	// session (0 when it is down).
-	KeeperPid int
-	// Busy says a command is running; Reason says why a session is broken.
-	Busy   bool
-	Reason string
-}
-
-// List lists the sessions.
-func (c *Client) List(ctx context.Context) ([]Session, error) {
-	resp, err := c.api.List(ctx, &pb.ListRequest{})
+// startDaemon starts a daemon for dir unless one is listening by the time
+// this client holds the spawn lock (another client started it), and waits
+// until it listens.
+func startDaemon(ctx context.Context, dir, corralPath string, listening func() bool) error {
+	unlock, err := lockSpawn(dir)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("starting the daemon: spawn lock: %w", err)
 	}
-	out := make([]Session, 0, len(resp.Sessions))
-	for _, s := range resp.Sessions {
-		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.Cwd,
-			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), KeeperPid: int(s.KeeperPid),
-			Busy: s.Busy, Reason: s.Reason})
+	defer unlock()
+	if listening() {
+		return nil
 	}
-	return out, nil
-}
-
-// Kill ends the named sessions (all of them with all set).
-func (c *Client) Kill(ctx context.Context, all bool, names ...string) error {
-	_, err := c.api.Kill(ctx, &pb.KillRequest{Names: names, All: all})
-	if err != nil {
-		return fmt.Errorf("kill: %w", err)
+	if err := spawnDaemon(dir, corralPath); err != nil {
+		return fmt.Errorf("starting the daemon: %w", err)
+	}
+	for deadline := time.Now().Add(spawnWait); !listening(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("the daemon did not start; see %s", filepath.Join(dir, "daemon.log"))
+		}
 	}
 	return nil
 }
 
-// ResultFromProto converts a result from the wire.
-func ResultFromProto(r *pb.Result) *corral.Result {
-	res := &corral.Result{Outcome: corral.Outcome(r.Outcome), ExitCode: int(r.ExitCode), Signal: int(r.Signal),
-		Duration: time.Duration(r.DurationUs) * time.Microsecond, FirstOutput: -1,
-		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, Error: r.Error,
-		KillFailed: r.KillFailed, DrainCutOff: r.DrainCutOff,
-		Pid: int(r.Pid), Pgid: int(r.Pid), Isolation: r.Isolation, Cgroup: r.Cgroup,
-		DescendantsKilled: int(r.DescendantsKilled), ProcessesStopped: int(r.ProcessesStopped)}
-	if r.FirstOutputUs >= 0 {
-		res.FirstOutput = time.Duration(r.FirstOutputUs) * time.Microsecond
+// spawnDaemon starts "corral daemon" in a session of its own, detached from
+// this process and its terminal.
+func spawnDaemon(dir, corralPath string) error {
+	if corralPath == "" {
+		corralPath = "corral"
 	}
-	if r.StartedUnixNano != 0 {
-		res.StartedAt = time.Unix(0, r.StartedUnixNano)
-		res.EndedAt = res.StartedAt.Add(res.Duration)
+	exe, err := exec.LookPath(corralPath)
+	if err != nil {
+		return err
 	}
-	return res
+	logf, err := os.OpenFile(filepath.Join(dir, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	// The daemon outlives this client: it must not keep the client's
+	// descriptors (a caller's pipe would get no EOF while it lives). The
+	// daemon marks what it inherits too; this spares it holding them.
+	fds.CloseOnExecFrom(3)
+	cmd := exec.Command(exe, "daemon")
+	cmd.Dir = "/" // nor pin the client's working directory
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), statedir.Env+"="+dir)
+	cmd.SysProcAttr = detached()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
 }
+
+// StateDir is the state directory the client dialled ("" if it dialled a
+// socket).
+func (c *Client) StateDir() string { return c.stateDir }

@@ -3,9 +3,8 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/binary"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -17,51 +16,28 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-
-	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/internal/wire"
 )
 
-// rawExec sends one ExecStart on a hand-made connection to the daemon of e
-// and returns the call's error (nil if it ran, with its result).
-func rawExec(t *testing.T, e *daemonEnv, start *pb.ExecStart) (*pb.Result, error) {
+// rawExec sends one exec call on a hand-made connection to the daemon of
+// e and returns its result, or its error frame.
+func rawExec(t *testing.T, e *daemonEnv, x *wire.Exec) (*wire.Result, *wire.Error) {
 	t.Helper()
-	conn, err := grpc.NewClient("unix:"+filepath.Join(e.state, "corral.sock"),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(16<<20)))
+	c := e.rawConn()
+	defer c.Net().Close()
+	c.Net().SetDeadline(time.Now().Add(20 * time.Second))
+	b, _ := json.Marshal(wire.Call{Call: wire.CallExec, Exec: x})
+	go rawFrame(c, wire.FrameCall, b)
+	res, werr, err := callEnd(c)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("exec call: %v", err)
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	st, err := pb.NewDaemonClient(conn).Exec(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if err := st.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: start}}); err != nil && err != io.EOF {
-		return nil, err
-	}
-	st.CloseSend()
-	for {
-		m, err := st.Recv()
-		if err != nil {
-			return nil, err
-		}
-		if r := m.GetResult(); r != nil {
-			return r, nil
-		}
-	}
+	return res, werr
 }
 
 // TestDaemonRefusesBadCreations: a session whose cwd is missing, a file or
 // longer than a path can be, or whose environment execve would refuse, is
-// not created: the client gets InvalidArgument saying what is wrong (naming
+// not created: the client gets bad_request saying what is wrong (naming
 // the variable), no record is left, and the name works afterwards.
 func TestDaemonRefusesBadCreations(t *testing.T) {
 	e := newDaemonEnv(t)
@@ -91,14 +67,14 @@ func TestDaemonRefusesBadCreations(t *testing.T) {
 	}{
 		{"missing cwd", "/nonexistent/corral-test-dir", base, "/nonexistent/corral-test-dir"},
 		{"file as cwd", file, base, "not a directory"},
-		{"5000-byte cwd", long, base, "cwd of 5001 bytes"},
+		{"5000-byte cwd", long, base, "dir of 5001 bytes"},
 		{"one string over 128 KiB", "/", append(append([]string(nil), base...), "BIGVAR="+strings.Repeat("x", 200<<10)), "BIGVAR"},
 		{"environment over ARG_MAX", "/", append(append([]string(nil), base...), many...), "HUGEST"},
 	}
 	for _, c := range cases {
-		res, err := rawExec(t, e, &pb.ExecStart{Session: "bad", Command: "echo ran", Cwd: c.cwd, Env: c.env})
-		if res != nil || status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), c.want) {
-			t.Errorf("%s: result %v, error %v; want InvalidArgument naming %q", c.name, res, err, c.want)
+		res, werr := rawExec(t, e, &wire.Exec{Session: "bad", Command: "echo ran", Dir: c.cwd, Env: c.env})
+		if res != nil || werr == nil || werr.Kind != wire.KindBadRequest || !strings.Contains(werr.Message, c.want) {
+			t.Errorf("%s: result %+v, error %+v; want bad_request naming %q", c.name, res, werr, c.want)
 		}
 		if s, ok := e.ls()["bad"]; ok {
 			t.Fatalf("%s: a refused creation left a record: %+v", c.name, s)
@@ -132,59 +108,27 @@ func vmKB(t *testing.T, pid int, field string) int {
 	return 0
 }
 
-// h2Dial opens a raw HTTP/2 connection to the daemon's socket (preface and
-// empty SETTINGS sent), as a client that ignores what the server asks can.
-func h2Dial(sock string) (net.Conn, *http2.Framer, error) {
+// hello opens a connection to the daemon's socket and sends a Hello, as a
+// client that ignores what the server answers can.
+func hello(sock string) (net.Conn, error) {
 	c, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	c.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+	if err := wire.NewConn(c).WriteJSON(wire.FrameHello, wire.Hello{Protocol: wire.Protocol, Versions: []int{wire.Version}}); err != nil {
 		c.Close()
-		return nil, nil, err
+		return nil, err
 	}
-	fr := http2.NewFramer(c, c)
-	if err := fr.WriteSettings(); err != nil {
-		c.Close()
-		return nil, nil, err
-	}
-	return c, fr, nil
+	return c, nil
 }
 
-// callHeaders is the HPACK block of a gRPC call to method with extra
-// bytes of metadata (in 1 MiB values).
-func callHeaders(method string, extra int) []byte {
-	var buf bytes.Buffer
-	enc := hpack.NewEncoder(&buf)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", method},
-		{":authority", "localhost"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	val := strings.Repeat("m", 1<<20)
-	for i := 0; i < extra>>20; i++ {
-		enc.WriteField(hpack.HeaderField{Name: "x-big-" + strconv.Itoa(i), Value: val})
-	}
-	return buf.Bytes()
-}
-
-// writeHeaders sends block on stream id as one HEADERS frame and as many
-// CONTINUATION frames as it takes.
-func writeHeaders(fr *http2.Framer, id uint32, block []byte, endStream bool) error {
-	const chunk = 16 << 10
-	first := block[:min(chunk, len(block))]
-	rest := block[len(first):]
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: endStream, EndHeaders: len(rest) == 0}); err != nil {
-		return err
-	}
-	for len(rest) > 0 {
-		n := min(chunk, len(rest))
-		if err := fr.WriteContinuation(id, n == len(rest), rest[:n]); err != nil {
-			return err
-		}
-		rest = rest[n:]
-	}
-	return nil
+// header is a frame header announcing n bytes.
+func header(typ byte, n int) []byte {
+	h := make([]byte, 5)
+	h[0] = typ
+	binary.BigEndian.PutUint32(h[1:], uint32(n))
+	return h
 }
 
 // drain reads what the server sends until it closes the connection or
@@ -192,19 +136,18 @@ func writeHeaders(fr *http2.Framer, id uint32, block []byte, endStream bool) err
 func drain(c net.Conn) { io.Copy(io.Discard, c) }
 
 // TestDaemonMemoryBoundedUnderHostileClients: clients of the daemon's own
-// uid that send calls with 15 MB of metadata each (40 at once), open
-// hundreds of streams each sending the start of a maximal message, or
-// open hundreds of idle connections, leave the daemon's peak RSS under
+// uid that announce frames far over their bounds (40 at once), start
+// maximal calls and stall in the middle (hundreds of connections), or open
+// hundreds of idle connections, leave the daemon's peak RSS under
 // rssBound, and it goes on serving a normal client.
 //
-// rssBound: the daemon's own baseline (a Go program with its gRPC server
-// and store mapped, tens of MiB) plus what the limits in
-// internal/daemon/limits.go let these clients make it hold: at most 64
-// connections, each with at most a 64 KiB header block, 4 streams with a
-// 64 KiB window each and a 1 MiB connection window, and two 32 KiB
-// buffers: about 64 × 1.4 MiB = 90 MiB if every byte were held at once,
-// far less in practice. Before those limits, the first attack alone took
-// the daemon past 1 GiB.
+// rssBound: the daemon's own baseline (a Go program with its store
+// mapped, tens of MiB) plus what the limits in
+// internal/daemon/server/limits.go let these clients make it hold: at most
+// 64 connections served, each with a 64 KiB read buffer and at most what
+// it sent of one control frame (a frame is read as it arrives, never
+// allocated whole from its header). Before gRPC's limits were set, the
+// first attack alone took the daemon past 1 GiB.
 func TestDaemonMemoryBoundedUnderHostileClients(t *testing.T) {
 	const rssBound = 128 << 10 // KiB
 	e := newDaemonEnv(t)
@@ -232,45 +175,50 @@ func TestDaemonMemoryBoundedUnderHostileClients(t *testing.T) {
 		wg.Wait()
 	}
 
-	// 40 calls at once, each with 15 MB of metadata.
-	block := callHeaders("/corral.v1.Daemon/List", 15<<20)
-	attack(40, func(int) {
-		c, fr, err := h2Dial(sock)
+	// 40 connections at once, each announcing a 1 GiB Hello, then a
+	// 1 GiB call, and sending 15 MB of it.
+	junk := make([]byte, 15<<20)
+	attack(40, func(i int) {
+		c, err := net.DialTimeout("unix", sock, 5*time.Second)
 		if err != nil {
 			return
 		}
 		defer c.Close()
+		c.SetDeadline(time.Now().Add(20 * time.Second))
 		go drain(c)
-		writeHeaders(fr, 1, block, true)
+		if i%2 == 0 {
+			c.Write(header(wire.FrameHello, 1<<30))
+		} else if hc, err := hello(sock); err == nil {
+			defer hc.Close()
+			go drain(hc)
+			c = hc
+			c.Write(header(wire.FrameCall, 1<<30))
+		}
+		c.Write(junk)
 		time.Sleep(time.Second)
 	})
-	serves("40 calls with 15 MB of metadata")
+	serves("40 frames of 1 GiB announced")
 
-	// 8 connections with 200 streams each, every stream the start of a
-	// 4 MiB Exec message (as much as the default window takes).
-	head := callHeaders("/corral.v1.Daemon/Exec", 0)
-	msg := make([]byte, 5+60<<10)
-	binary.BigEndian.PutUint32(msg[1:5], 4<<20)
-	attack(8, func(int) {
-		c, fr, err := h2Dial(sock)
+	// 200 connections (64 served at once), each the start of a maximal
+	// call that then stalls.
+	part := make([]byte, 60<<10)
+	attack(200, func(int) {
+		c, err := hello(sock)
 		if err != nil {
 			return
 		}
 		defer c.Close()
 		go drain(c)
-		for s := uint32(1); s < 400; s += 2 {
-			if writeHeaders(fr, s, head, false) != nil || fr.WriteData(s, false, msg) != nil {
-				return
-			}
-		}
+		c.Write(header(wire.FrameCall, wire.MaxControl))
+		c.Write(part)
 		time.Sleep(2 * time.Second)
 	})
-	serves("1600 streams")
+	serves("200 stalled calls")
 
 	// 300 connections that never make a call.
 	var idle []net.Conn
 	for i := 0; i < 300; i++ {
-		if c, _, err := h2Dial(sock); err == nil {
+		if c, err := hello(sock); err == nil {
 			idle = append(idle, c)
 		}
 	}

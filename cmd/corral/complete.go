@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	pb "github.com/corral-dev/corral/api/corralv1"
+	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/statedir"
 )
 
@@ -19,14 +19,14 @@ func completeSessions(_ *cobra.Command, args []string, toComplete string) ([]str
 	if err != nil || !daemonListening(dir) {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	conn, c, err := dial(dir, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, dir)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	resp, err := c.List(ctx, &pb.ListRequest{})
+	defer c.Close()
+	list, err := c.List(ctx)
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -35,7 +35,7 @@ func completeSessions(_ *cobra.Command, args []string, toComplete string) ([]str
 		given[a] = true
 	}
 	var names []string
-	for _, s := range resp.Sessions {
+	for _, s := range list {
 		if strings.HasPrefix(s.Name, toComplete) && !given[s.Name] {
 			names = append(names, s.Name)
 		}

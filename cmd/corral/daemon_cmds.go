@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -19,17 +17,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 
 	"github.com/corral-dev/corral"
-	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
-	"github.com/corral-dev/corral/internal/fds"
+	"github.com/corral-dev/corral/internal/daemon/server"
 	"github.com/corral-dev/corral/internal/statedir"
 	"github.com/corral-dev/corral/internal/store"
 )
@@ -45,147 +37,50 @@ func stateDir() (string, error) {
 	return dir, nil
 }
 
-// rpcErr maps an RPC error to an exit code and one line.
-func rpcErr(err error) error {
-	s, _ := status.FromError(err)
-	code, msg := exitInternal, s.Message()
-	switch s.Code() {
-	case codes.InvalidArgument:
+// callErr maps the error of a call to the daemon to an exit code and one
+// line.
+func callErr(err error) error {
+	code, msg := exitInternal, err.Error()
+	switch {
+	case errors.Is(err, client.ErrBadRequest):
 		code = exitUsage
-	case codes.NotFound:
+	case errors.Is(err, client.ErrNotFound):
 		code = 1
-	case codes.Unavailable:
-		// The daemon died or stopped under the call (a running command
-		// may have run: the next daemon cancels it).
+	case errors.Is(err, client.ErrDaemonStopping) && !strings.HasPrefix(msg, client.ErrLost.Error()):
+		// The daemon stopped under the call (a running command may have
+		// run: the next daemon cancels it).
 		msg = "lost the daemon: " + msg
 	}
 	return &exitError{code: code, msg: msg, usage: code == exitUsage}
 }
 
-// dial connects to the daemon of dir, starting one if none answers. Whether
-// one answers is learnt by a plain connect to its socket, not by a call: a
-// client's first call is its real one.
-func dial(dir string, start bool) (*grpc.ClientConn, pb.DaemonClient, error) {
-	sock := daemon.SocketPath(dir)
-	listening := func() bool {
-		c, err := net.DialTimeout("unix", sock, 2*time.Second)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return true
-	}
-	for attempt := 1; ; attempt++ {
-		if !listening() {
-			if !start {
-				return nil, nil, &exitError{code: exitInternal, msg: "no daemon is running for " + dir}
-			}
-			if err := startDaemon(dir, listening); err != nil {
-				return nil, nil, err
-			}
-		}
-		conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, nil, &exitError{code: exitInternal, msg: err.Error()}
-		}
-		// A daemon dying as this client arrived can take the connection
-		// and reset it. No call has been sent yet, so it is safe to look
-		// again (and start a daemon) once.
-		err = awaitReady(conn)
-		if err == nil {
-			return conn, pb.NewDaemonClient(conn), nil
-		}
-		conn.Close()
-		if attempt == 2 {
-			return nil, nil, &exitError{code: exitInternal, msg: "lost the daemon: " + err.Error()}
-		}
-	}
-}
-
-// awaitReady connects conn and waits until it is ready for calls; it fails
-// as soon as the connection fails (no retry behind the caller's back) or
-// after spawnWait (a daemon still taking shells over has not served yet).
-func awaitReady(conn *grpc.ClientConn) error {
-	ctx, cancel := context.WithTimeout(context.Background(), spawnWait)
-	defer cancel()
-	conn.Connect()
-	for {
-		st := conn.GetState()
-		switch st {
-		case connectivity.Ready:
-			return nil
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			return fmt.Errorf("connection %s", strings.ToLower(st.String()))
-		}
-		if !conn.WaitForStateChange(ctx, st) {
-			return fmt.Errorf("no answer within %v", spawnWait)
-		}
-	}
-}
-
-// spawnWait bounds how long a client waits for a daemon to start, its own
-// or one another client is starting.
-const spawnWait = 10 * time.Second
-
-// startDaemon starts a daemon for dir unless one is listening by the time
-// this client holds the spawn lock (another client started it), and waits
-// until it listens.
-func startDaemon(dir string, listening func() bool) error {
-	unlock, err := lockSpawn(dir)
-	if err != nil {
-		return &exitError{code: exitInternal, msg: "starting the daemon: spawn lock: " + err.Error()}
-	}
-	defer unlock()
-	if listening() {
-		return nil
-	}
-	if err := spawnDaemon(dir); err != nil {
-		return &exitError{code: exitInternal, msg: "starting the daemon: " + err.Error()}
-	}
-	for deadline := time.Now().Add(spawnWait); !listening(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return &exitError{code: exitInternal, msg: "the daemon did not start; see " + filepath.Join(dir, "daemon.log")}
-		}
-	}
-	return nil
-}
-
-// connect dials the daemon of the state directory, starting one if none
-// answers and start is set.
-func connect(start bool) (*grpc.ClientConn, pb.DaemonClient, string, error) {
+// connect dials the daemon of the state directory, starting one (this
+// binary) if none answers and start is set.
+func connect(start bool) (*client.Client, string, error) {
 	dir, err := stateDir()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, "", err
 	}
-	conn, c, err := dial(dir, start)
-	return conn, c, dir, err
+	c, err := dial(dir, start)
+	return c, dir, err
 }
 
-// spawnDaemon starts "corral daemon" in a session of its own, detached from
-// this process and its terminal.
-func spawnDaemon(dir string) error {
-	exe, err := os.Executable()
+// dial dials the daemon of dir, starting one (this binary) if none
+// answers and start is set.
+func dial(dir string, start bool) (*client.Client, error) {
+	var opts []client.Option
+	if start {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, &exitError{code: exitInternal, msg: "starting the daemon: " + err.Error()}
+		}
+		opts = append(opts, client.StartDaemon(exe))
+	}
+	c, err := client.Dial(context.Background(), dir, opts...)
 	if err != nil {
-		return err
+		return nil, &exitError{code: exitInternal, msg: err.Error()}
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	// The daemon outlives this client: it must not keep the client's
-	// descriptors (a caller's pipe would get no EOF while it lives). The
-	// daemon marks what it inherits too; this spares it holding them.
-	fds.CloseOnExecFrom(3)
-	c := exec.Command(exe, "daemon")
-	c.Dir = "/" // nor pin the client's working directory
-	c.Stdout, c.Stderr = logf, logf
-	c.Env = append(os.Environ(), statedir.Env+"="+dir)
-	c.SysProcAttr = detached()
-	if err := c.Start(); err != nil {
-		return err
-	}
-	return c.Process.Release()
+	return c, nil
 }
 
 func daemonCommand(stdout io.Writer) *cobra.Command {
@@ -215,19 +110,16 @@ state directory), and the next daemon takes it over.`,
 			if dir, err := stateDir(); err == nil && !daemonListening(dir) {
 				return noDaemon(args[0], asJSON, dir, stdout)
 			}
-			conn, c, dir, err := connect(false)
+			c, dir, err := connect(false)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
+			defer c.Close()
 			switch args[0] {
 			case "stop":
-				var pid int64
-				if st, err := c.Status(context.Background(), &pb.StatusRequest{}); err == nil {
-					pid = int64(st.Pid)
-				}
-				if _, err := c.Stop(context.Background(), &pb.StopRequest{}); err != nil {
-					return rpcErr(err)
+				pid := c.DaemonPid()
+				if err := c.Stop(context.Background()); err != nil {
+					return callErr(err)
 				}
 				// The daemon removes its pid file last.
 				pidFile := filepath.Join(dir, "daemon.pid")
@@ -240,17 +132,17 @@ state directory), and the next daemon takes it over.`,
 				}
 				return &exitError{code: exitInternal, msg: "the daemon did not stop within 10s"}
 			default:
-				st, err := c.Status(context.Background(), &pb.StatusRequest{})
+				st, err := c.Status(context.Background())
 				if err != nil {
-					return rpcErr(err)
+					return callErr(err)
 				}
 				if asJSON {
 					return json.NewEncoder(stdout).Encode(map[string]any{"running": true, "pid": st.Pid, "socket": st.Socket,
-						"state_dir": st.StateDir, "sessions": st.Sessions, "started": time.Unix(st.StartedUnix, 0).UTC(),
+						"state_dir": st.StateDir, "sessions": st.Sessions, "started": st.Started.UTC(),
 						"isolation": st.Isolation})
 				}
 				fmt.Fprintf(stdout, "pid %d, socket %s, state %s, %d sessions, up since %s, isolation %s\n", st.Pid, st.Socket,
-					st.StateDir, st.Sessions, time.Unix(st.StartedUnix, 0).Format(time.RFC3339), st.Isolation)
+					st.StateDir, st.Sessions, st.Started.Format(time.RFC3339), st.Isolation)
 				return nil
 			}
 		},
@@ -267,8 +159,8 @@ func runDaemon(dir string) error {
 	// A session that uses up a thread limit the daemon shares with it
 	// must not make the daemon die of a thread it could not create.
 	daemon.ReserveThreads()
-	d, err := daemon.Open(daemon.Config{StateDir: dir, Isolation: iso,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+	d, err := server.Open(server.Config{Config: daemon.Config{StateDir: dir, Isolation: iso,
+		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}})
 	if err != nil {
 		code := exitInternal
 		if errors.Is(err, daemon.ErrRunning) {
@@ -388,29 +280,37 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
-	start := &pb.ExecStart{Session: f.session, Command: code, TimeoutMs: f.timeout.Milliseconds(),
-		Oneshot: f.oneshot, Env: os.Environ(), Stdin: stdin != nil}
+	// The request, built once: the daemon checks it.
+	opts := client.ExecOptions{Stdout: stdout, Stderr: stderr, Timeout: f.timeout, Oneshot: f.oneshot,
+		Env: os.Environ(), StopSignal: stopSig}
 	if f.maxOutput != "" {
 		n, err := parseSize(f.maxOutput)
 		if err != nil || n <= 0 {
 			return usageErr("--max-output: want a positive size like 10MiB, got %q", f.maxOutput)
 		}
-		start.MaxOutput = n
+		opts.MaxOutput = n
 	}
-	wd, _ := os.Getwd()
-	start.Cwd = wd
 	if f.cwd != "" {
 		abs, err := filepath.Abs(f.cwd)
 		if err != nil {
 			return usageErr("--cwd: %v", err)
 		}
-		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
-			return usageErr("--cwd %s: not a directory", f.cwd)
-		}
-		start.Cwd = abs
-		start.Command = "cd -- '" + strings.ReplaceAll(abs, "'", `'\''`) + "' && {\n" + start.Command + "\n}"
+		opts.Cwd = abs
+	} else {
+		opts.Dir, _ = os.Getwd()
 	}
-	if err := checkUTF8(start); err != nil {
+	if f.graceSet {
+		opts.Grace = f.grace
+		if f.grace == 0 {
+			opts.Grace = -1 // --grace 0: kill at once
+		}
+	}
+	if stdin != nil && !devNull(stdin) {
+		// /dev/null gives end of file at once, as no stdin does, and
+		// forwarding it costs the call a stdin FIFO (0.4 ms here).
+		opts.Stdin = stdin
+	}
+	if err := checkUTF8(code, opts.Dir, opts.Cwd, opts.Env); err != nil {
 		return err
 	}
 	resultFile, err := openResult(f.result, stdout)
@@ -420,18 +320,18 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	if resultFile != nil {
 		defer resultFile.Close()
 	}
-	conn, dc, _, err := connect(true)
+	dc, _, err := connect(true)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer dc.Close()
 	if os.Getenv(isolationEnv) != "" {
 		// Asked for an isolation: make sure the daemon gives it.
-		st, err := dc.Status(context.Background(), &pb.StatusRequest{})
+		st, err := dc.Status(context.Background())
 		if err != nil {
-			return rpcErr(err)
+			return callErr(err)
 		}
-		if err := checkDaemonIsolation(st.Isolation, st.Pid); err != nil {
+		if err := checkDaemonIsolation(st.Isolation, int32(st.Pid)); err != nil {
 			return err
 		}
 	}
@@ -442,22 +342,11 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	interrupt := make(chan struct{})
 	got, kill, stopSignals := catchSignals(func(error) { close(interrupt) })
 	defer stopSignals()
-	opts := client.ExecOptions{Stdout: stdout, Stderr: stderr, Timeout: time.Duration(start.TimeoutMs) * time.Millisecond,
-		MaxOutput: start.MaxOutput, Oneshot: start.Oneshot, Dir: start.Cwd, Env: start.Env,
-		Interrupt: interrupt, Kill: kill, StopSignal: stopSig, InterruptSignal: got}
-	if f.graceSet {
-		opts.Grace = f.grace
-		if f.grace == 0 {
-			opts.Grace = -1 // --grace 0: kill at once
-		}
-	}
-	if stdin != nil {
-		opts.Stdin = stdin
-	}
-	res, err := client.FromConn(conn).Exec(context.Background(), start.Session, start.Command, opts)
+	opts.Interrupt, opts.Kill, opts.InterruptSignal = interrupt, kill, got
+	res, err := dc.Exec(context.Background(), f.session, code, opts)
 	if res != nil {
-		writeResult(f.result, resultFile, stdout, stderr, res)
-		exit := exitFor(res, nil, got())
+		writeResult(f.result, resultFile, stdout, stderr, &res.Result)
+		exit := exitFor(&res.Result, nil, got())
 		if !errors.Is(err, client.ErrStateNotSaved) {
 			return exit
 		}
@@ -475,9 +364,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	if sig := got(); sig != 0 {
 		// The call ended without a result: the daemon went away while
 		// it stopped the command, which may still run.
-		return &exitError{code: 128 + int(sig), msg: fmt.Sprintf("stopped on %v; %v", sig, rpcErr(err))}
+		return &exitError{code: 128 + int(sig), msg: fmt.Sprintf("stopped on %v; %v", sig, callErr(err))}
 	}
-	return rpcErr(err)
+	return callErr(err)
 }
 
 func lsCommand(stdout io.Writer) *cobra.Command {
@@ -487,21 +376,21 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 		Short: "List the named sessions",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			conn, c, _, err := connect(true)
+			c, _, err := connect(true)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			resp, err := c.List(context.Background(), &pb.ListRequest{})
+			defer c.Close()
+			list, err := c.List(context.Background())
 			if err != nil {
-				return rpcErr(err)
+				return callErr(err)
 			}
 			if asJSON {
 				out := []map[string]any{}
-				for _, s := range resp.Sessions {
+				for _, s := range list {
 					e := map[string]any{"name": s.Name, "state": s.State, "shell": s.Shell, "cwd": s.Cwd,
-						"created": time.Unix(s.CreatedUnix, 0).UTC(), "last_used": time.Unix(s.LastUsedUnix, 0).UTC(),
-						"keeper_pid": s.KeeperPid, "busy": s.Busy}
+						"created": s.Created.UTC(), "last_used": s.LastUsed.UTC(),
+						"keeper_pid": s.ShellPid, "busy": s.Busy}
 					if s.Reason != "" {
 						e["reason"] = s.Reason
 					}
@@ -511,9 +400,9 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 			}
 			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATE\tSHELL\tCWD\tCREATED\tLAST USED\tPID")
-			for _, s := range resp.Sessions {
+			for _, s := range list {
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Name, s.State, s.Shell, s.Cwd,
-					time.Unix(s.CreatedUnix, 0).Format(time.DateTime), time.Unix(s.LastUsedUnix, 0).Format(time.DateTime), s.KeeperPid)
+					s.Created.Format(time.DateTime), s.LastUsed.Format(time.DateTime), s.ShellPid)
 			}
 			return w.Flush()
 		},
@@ -548,19 +437,17 @@ func killCommand(stdout io.Writer) *cobra.Command {
 					return &exitError{code: 1, msg: "no such session: " + strings.Join(missing, ", ")}
 				}
 			}
-			conn, c, _, err := connect(true)
+			c, _, err := connect(true)
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
-			resp, err := c.Kill(context.Background(), &pb.KillRequest{Names: args, All: all})
-			if resp != nil {
-				for _, n := range resp.Killed {
-					fmt.Fprintln(stdout, "killed", n)
-				}
+			defer c.Close()
+			killed, err := c.Kill(context.Background(), all, args...)
+			for _, n := range killed {
+				fmt.Fprintln(stdout, "killed", n)
 			}
 			if err != nil {
-				return rpcErr(err)
+				return callErr(err)
 			}
 			return nil
 		},
@@ -570,23 +457,34 @@ func killCommand(stdout io.Writer) *cobra.Command {
 }
 
 // checkUTF8 refuses what the daemon's protocol cannot carry yet: its
-// command, cwd and environment are protobuf strings, which must be UTF-8,
-// and a byte that is not gave "grpc: error while marshaling" (exit 125)
-// for every call, even to an existing session. Saying which one is the
-// best that can be done until they travel as bytes.
-func checkUTF8(start *pb.ExecStart) error {
+// command, directories and environment are JSON strings, which are UTF-8.
+// Saying which one is the best that can be done until they travel as
+// bytes.
+func checkUTF8(code, dir, cwd string, env []string) error {
 	const why = "corral exec cannot carry bytes that are not UTF-8 yet"
-	if !utf8.ValidString(start.Command) {
+	if !utf8.ValidString(code) {
 		return usageErr("exec: the command holds bytes that are not UTF-8: %s (write them with printf escapes, e.g. printf '\\377')", why)
 	}
-	if !utf8.ValidString(start.Cwd) {
-		return usageErr("exec: the working directory %q is not UTF-8: %s (use --cwd with another directory, or corral run)", start.Cwd, why)
+	for _, d := range []string{dir, cwd} {
+		if !utf8.ValidString(d) {
+			return usageErr("exec: the working directory %q is not UTF-8: %s (use --cwd with another directory, or corral run)", d, why)
+		}
 	}
-	for _, kv := range start.Env {
+	for _, kv := range env {
 		if !utf8.ValidString(kv) {
 			name, _, _ := strings.Cut(kv, "=")
 			return usageErr("exec: environment variable %q is not UTF-8: %s (unset it for this call: env -u %s corral exec ..., or use corral run)", name, why, name)
 		}
 	}
 	return nil
+}
+
+// devNull reports whether f is /dev/null.
+func devNull(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err == nil && os.SameFile(fi, null)
 }

@@ -20,15 +20,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/corral-dev/corral"
-	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testproc"
 	"github.com/corral-dev/corral/internal/testproc/matrix"
+	"github.com/corral-dev/corral/internal/wire"
 )
 
 // daemonEnv is one test's state directory and marker; cleanup kills every
@@ -582,25 +579,37 @@ func TestDaemonTwoClientsOneSession(t *testing.T) {
 // peerProbe asks the daemon on sock for its status and prints "served" or
 // "refused": the test binary runs it as another user.
 func peerProbe(sock string) int {
-	conn, err := grpc.NewClient("unix:"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	nc, err := net.DialTimeout("unix", sock, 3*time.Second)
 	if err != nil {
-		fmt.Println("error", err)
-		return 1
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if _, err := pb.NewDaemonClient(conn).Status(ctx, &pb.StatusRequest{}); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
-		if strings.Contains(err.Error(), "permission denied") {
+		if errors.Is(err, syscall.EACCES) {
 			fmt.Println("unreachable") // the filesystem said no, not the daemon
 		} else {
-			fmt.Println("refused")
+			fmt.Println("error", err)
 		}
 		return 0
 	}
-	fmt.Println("served")
-	return 0
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(3 * time.Second))
+	c := wire.NewConn(nc)
+	c.WriteJSON(wire.FrameHello, wire.Hello{Protocol: wire.Protocol, Versions: []int{wire.Version}})
+	c.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallStatus})
+	for {
+		typ, b, err := c.ReadFrame(wire.MaxControl)
+		switch {
+		case err != nil:
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			fmt.Println("refused")
+			return 0
+		case typ == wire.FrameError:
+			fmt.Fprintln(os.Stderr, "probe:", string(b))
+			fmt.Println("refused")
+			return 0
+		case typ == wire.FrameReply:
+			fmt.Println("served")
+			return 0
+		}
+	}
 }
 
 func TestDaemonRefusesOtherUsers(t *testing.T) {
@@ -990,42 +999,39 @@ func TestDaemonOnAFullDisk(t *testing.T) {
 func TestDaemonMalformedRequests(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("live", "true")
-	conn, err := grpc.NewClient("unix:"+filepath.Join(e.state, "corral.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
+	call := func(x *wire.Exec) []byte {
+		b, _ := json.Marshal(wire.Call{Call: wire.CallExec, Exec: x})
+		return b
 	}
-	defer conn.Close()
-	api := pb.NewDaemonClient(conn)
-	start := func(s *pb.ExecStart) *pb.ExecRequest { return &pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: s}} }
-	cases := map[string]*pb.ExecRequest{
-		"stdin first":        {Msg: &pb.ExecRequest_Stdin{Stdin: []byte("x")}},
-		"empty message":      {},
-		"bad name":           start(&pb.ExecStart{Session: "../x", Command: "true"}),
-		"no name":            start(&pb.ExecStart{Command: "true"}),
-		"NUL in command":     start(&pb.ExecStart{Session: "n", Command: "true\x00"}),
-		"negative timeout":   start(&pb.ExecStart{Session: "n", Command: "true", TimeoutMs: -1}),
-		"relative cwd":       start(&pb.ExecStart{Session: "n", Command: "true", Cwd: "rel"}),
-		"env without =":      start(&pb.ExecStart{Session: "n", Command: "true", Env: []string{"NOEQUALS"}}),
-		"command over 1 MiB": start(&pb.ExecStart{Session: "n", Command: strings.Repeat("x", 1<<20+1)}),
-		"message over 4 MiB": start(&pb.ExecStart{Session: "n", Command: strings.Repeat("x", 5<<20)}),
+	cases := map[string]struct {
+		typ byte
+		b   []byte
+	}{
+		"stdin first":        {wire.FrameStdin, []byte("x")},
+		"empty call":         {wire.FrameCall, []byte("{}")},
+		"not JSON":           {wire.FrameCall, []byte("{call")},
+		"bad name":           {wire.FrameCall, call(&wire.Exec{Session: "../x", Command: "true"})},
+		"no name":            {wire.FrameCall, call(&wire.Exec{Command: "true"})},
+		"NUL in command":     {wire.FrameCall, call(&wire.Exec{Session: "n", Command: "true\x00"})},
+		"negative timeout":   {wire.FrameCall, call(&wire.Exec{Session: "n", Command: "true", TimeoutMs: -1})},
+		"relative dir":       {wire.FrameCall, call(&wire.Exec{Session: "n", Command: "true", Dir: "rel"})},
+		"relative cwd":       {wire.FrameCall, call(&wire.Exec{Session: "n", Command: "true", Cwd: "rel"})},
+		"env without =":      {wire.FrameCall, call(&wire.Exec{Session: "n", Command: "true", Env: []string{"NOEQUALS"}})},
+		"command over 1 MiB": {wire.FrameCall, call(&wire.Exec{Session: "n", Command: strings.Repeat("x", 1<<20+1)})},
+		"message over 4 MiB": {wire.FrameCall, call(&wire.Exec{Session: "n", Command: strings.Repeat("x", 5<<20)})},
 	}
 	for name, req := range cases {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		st, err := api.Exec(ctx)
-		if err == nil {
-			st.Send(req)
-			st.CloseSend()
-			var m *pb.ExecResponse
-			for err == nil {
-				if m, err = st.Recv(); m.GetResult() != nil {
-					t.Errorf("%s: ran, with result %v", name, m.GetResult())
-				}
-			}
+		c := e.rawConn()
+		go rawFrame(c, req.typ, req.b)
+		c.Net().SetReadDeadline(time.Now().Add(10 * time.Second))
+		res, werr, err := callEnd(c)
+		if res != nil {
+			t.Errorf("%s: ran, with result %+v", name, res)
 		}
-		cancel()
-		if err == nil || err == io.EOF {
-			t.Errorf("%s: no error (%v)", name, err)
+		if werr == nil || werr.Kind != wire.KindBadRequest {
+			t.Errorf("%s: no bad_request error (%+v, %v)", name, werr, err)
 		}
+		c.Net().Close()
 	}
 	list := e.ls()
 	if _, ok := list["n"]; ok || len(list) != 1 || list["live"].State != "up" {
@@ -1053,7 +1059,7 @@ func TestDaemonMissingShell(t *testing.T) {
 func TestGoClient(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("warm", "true") // starts the daemon
-	c, err := client.Dial(e.state)
+	c, err := client.Dial(context.Background(), e.state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1077,13 +1083,13 @@ func TestGoClient(t *testing.T) {
 		t.Fatalf("after the cancel: %q %v", out.String(), err)
 	}
 	list, err := c.List(ctx)
-	if err != nil || len(list) != 2 || list[0].Name != "go" || list[0].State != "up" || list[0].Cwd != "/" || list[0].KeeperPid == 0 || list[0].Busy {
+	if err != nil || len(list) != 2 || list[0].Name != "go" || list[0].State != "up" || list[0].Cwd != "/" || list[0].ShellPid == 0 || list[0].Busy {
 		t.Fatalf("list: %+v %v", list, err)
 	}
-	if err := c.Kill(ctx, false, "go"); err != nil {
+	if _, err := c.Kill(ctx, false, "go"); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Kill(ctx, false, "go"); err == nil {
+	if _, err := c.Kill(ctx, false, "go"); err == nil {
 		t.Fatal("killing a session twice succeeded")
 	}
 	if list, _ := c.List(ctx); len(list) != 1 || list[0].Name != "warm" {

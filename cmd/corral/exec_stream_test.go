@@ -4,7 +4,7 @@ package main
 
 import (
 	"bytes"
-	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,30 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-
-	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/wire"
 )
-
-// rawAPI is a gRPC client of the daemon of e that sends exactly what a test
-// hand-makes.
-func (e *daemonEnv) rawAPI() pb.DaemonClient {
-	e.t.Helper()
-	conn, err := grpc.NewClient("unix:"+filepath.Join(e.state, "corral.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { conn.Close() })
-	return pb.NewDaemonClient(conn)
-}
-
-func startReq(s *pb.ExecStart) *pb.ExecRequest {
-	return &pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: s}}
-}
 
 // TestExecStateIsDurableWhenAcknowledged: a client that has the result of a
 // cd/export has it for good: the daemon SIGKILLed the instant the client
@@ -57,28 +36,19 @@ func TestExecStateIsDurableWhenAcknowledged(t *testing.T) {
 			t.Fatalf("trial %d: shell %d daemon %d", i, shell, dpid)
 		}
 		dir := t.TempDir()
-		api := e.rawAPI()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		st, err := api.Exec(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := e.rawConn()
 		env := append(testproc.Env(e.mark), "CORRAL_STATE_DIR="+e.state)
-		st.Send(startReq(&pb.ExecStart{Session: "d", Command: fmt.Sprintf("cd %s && export V=%d", dir, i), Cwd: "/", Env: env}))
-		for {
-			m, err := st.Recv()
-			if err != nil {
-				t.Fatalf("trial %d: no result: %v", i, err)
-			}
-			if r := m.GetResult(); r != nil {
-				syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
-				if r.ExitCode != 0 || r.StateNotSaved {
-					t.Fatalf("trial %d: result %v", i, r)
-				}
-				break
-			}
+		execCall(c, &wire.Exec{Session: "d", Command: fmt.Sprintf("cd %s && export V=%d", dir, i), Dir: "/", Env: env})
+		c.Net().SetReadDeadline(time.Now().Add(20 * time.Second))
+		r, werr, err := callEnd(c)
+		syscall.Kill(dpid, syscall.SIGKILL) // ours: started by our corral in our state dir
+		if r == nil {
+			t.Fatalf("trial %d: no result: %v %v", i, werr, err)
 		}
-		cancel()
+		if r.ExitCode != 0 || r.StateNotSaved != "" || r.Cwd != dir {
+			t.Fatalf("trial %d: result %+v", i, r)
+		}
+		c.Net().Close()
 		if !waitGone(dpid, 5*time.Second) {
 			t.Fatal("daemon did not die")
 		}
@@ -121,24 +91,15 @@ func TestExecStateNotSavedOnAFullDisk(t *testing.T) {
 		t.Fatalf("a state change on a full disk: exit %d, stdout %q, stderr %q", rc, out, errs)
 	}
 	// The raw result says it too, in its own field.
-	api := e.rawAPI()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	st, err := api.Exec(ctx)
-	if err != nil {
-		t.Fatal(err)
+	c := e.rawConn()
+	execCall(c, &wire.Exec{Session: "a", Command: "export MORE=1", Dir: "/", Env: testproc.Env(e.mark)})
+	c.Net().SetReadDeadline(time.Now().Add(20 * time.Second))
+	res, werr, err := callEnd(c)
+	if res == nil {
+		t.Fatalf("no result: %v %v", werr, err)
 	}
-	st.Send(startReq(&pb.ExecStart{Session: "a", Command: "export MORE=1", Cwd: "/", Env: testproc.Env(e.mark)}))
-	var res *pb.Result
-	for res == nil {
-		m, err := st.Recv()
-		if err != nil {
-			t.Fatalf("no result: %v", err)
-		}
-		res = m.GetResult()
-	}
-	if !res.StateNotSaved || !strings.Contains(res.StateError, "no space left") || res.ExitCode != 0 {
-		t.Fatalf("raw result on a full disk: %v", res)
+	if !strings.Contains(res.StateNotSaved, "no space left") || res.ExitCode != 0 {
+		t.Fatalf("raw result on a full disk: %+v", res)
 	}
 	// The live shell has the state all along.
 	if out, _, _ := e.run("exec", "-s", "a", "--", `echo ${#BIG4} $MORE`); out != fmt.Sprintf("%d 1\n", 100<<10) {
@@ -150,65 +111,64 @@ func TestExecStateNotSavedOnAFullDisk(t *testing.T) {
 	}
 }
 
-// TestExecStreamValidation: a stream that breaks the protocol is refused
-// with InvalidArgument and a message that says what was wrong, also while
-// its command runs (the command is stopped first), and the session goes on
-// serving.
+// TestExecStreamValidation: an exec call that breaks the protocol is
+// refused with bad_request and a message that says what was wrong, also
+// while its command runs (the command is stopped first), and the session
+// goes on serving.
 func TestExecStreamValidation(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("v", "true")
-	api := e.rawAPI()
 	env := testproc.Env(e.mark)
-	start := func(stdin bool) *pb.ExecRequest {
-		return startReq(&pb.ExecStart{Session: "v", Command: "cat >/dev/null; sleep 30", Cwd: "/", Env: env, Stdin: stdin})
+	type frame struct {
+		typ byte
+		b   []byte
 	}
-	stdin := &pb.ExecRequest{Msg: &pb.ExecRequest_Stdin{Stdin: []byte("x\n")}}
-	eof := &pb.ExecRequest{Msg: &pb.ExecRequest_StdinEof{StdinEof: true}}
+	start := func(stdin bool) frame {
+		b, _ := json.Marshal(wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "v", Command: "cat >/dev/null; sleep 30", Dir: "/", Env: env, Stdin: stdin}})
+		return frame{wire.FrameCall, b}
+	}
+	stdin := frame{wire.FrameStdin, []byte("x\n")}
+	eof := frame{wire.FrameEOF, nil}
 	cases := []struct {
-		name string
-		msgs []*pb.ExecRequest
-		want string
+		name   string
+		frames []frame
+		want   string
 	}{
-		{"empty stream", nil, "ExecStart"},
-		{"second ExecStart", []*pb.ExecRequest{start(false), start(false)}, "second ExecStart"},
-		{"stdin after stdin_eof", []*pb.ExecRequest{start(true), stdin, eof, stdin}, "after stdin_eof"},
-		{"second stdin_eof", []*pb.ExecRequest{start(true), eof, eof}, "after stdin_eof"},
-		{"stdin not announced", []*pb.ExecRequest{start(false), stdin}, "stdin"},
-		{"empty message mid-stream", []*pb.ExecRequest{start(false), {}}, "empty"},
-		// A client must not make the daemon queue megabytes per stream.
-		{"oversized stdin message", []*pb.ExecRequest{start(true), {Msg: &pb.ExecRequest_Stdin{Stdin: make([]byte, 1<<20)}}}, "stdin message"},
+		{"exec without its request", []frame{{wire.FrameCall, []byte(`{"call":"exec"}`)}}, "without its exec"},
+		{"second call", []frame{start(false), start(false)}, "second call"},
+		{"stdin after its end", []frame{start(true), stdin, eof, stdin}, "after stdin end of file"},
+		{"second end of stdin", []frame{start(true), eof, eof}, "after stdin end of file"},
+		{"stdin not announced", []frame{start(false), stdin}, "stdin"},
+		{"unknown frame mid-call", []frame{start(false), {'z', nil}}, "frame"},
+		// A client must not make the daemon queue megabytes per call.
+		{"oversized stdin frame", []frame{start(true), {wire.FrameStdin, make([]byte, 1<<20)}}, "stdin frame"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			defer cancel()
-			st, err := api.Exec(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range c.msgs {
-				st.Send(m)
-			}
+			conn := e.rawConn()
 			// The client keeps its side open: the daemon must notice the
-			// violation itself, not wait for the stream to end.
-			if len(c.msgs) == 0 {
-				st.CloseSend()
-			}
-			began := time.Now()
-			for err == nil {
-				var m *pb.ExecResponse
-				if m, err = st.Recv(); m.GetResult() != nil {
-					t.Errorf("got a result %v", m.GetResult())
+			// violation itself, not wait for the connection to end.
+			go func() {
+				for _, f := range c.frames {
+					if rawFrame(conn, f.typ, f.b) != nil {
+						return
+					}
 				}
+			}()
+			began := time.Now()
+			conn.Net().SetReadDeadline(time.Now().Add(15 * time.Second))
+			res, werr, err := callEnd(conn)
+			if res != nil {
+				t.Fatalf("got a result %+v", res)
 			}
-			if s, _ := status.FromError(err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), c.want) {
-				t.Fatalf("got %v, want InvalidArgument saying %q", err, c.want)
+			if werr == nil || werr.Kind != wire.KindBadRequest || !strings.Contains(werr.Message, c.want) {
+				t.Fatalf("got %+v %v, want bad_request saying %q", werr, err, c.want)
 			}
-			t.Logf("%v after %v", err, time.Since(began).Round(time.Millisecond))
+			t.Logf("%v after %v", werr.Message, time.Since(began).Round(time.Millisecond))
 		})
 	}
 	if out, rc := e.exec("v", "echo still"); rc != 0 || out != "still\n" {
-		t.Fatalf("after the malformed streams: %q %d", out, rc)
+		t.Fatalf("after the malformed calls: %q %d", out, rc)
 	}
 }
 
@@ -293,5 +253,39 @@ func TestExecInterruptWaitsForTheTree(t *testing.T) {
 	t.Run("twice oneshot", func(t *testing.T) { twice(t, true) })
 	if out, rc := e.exec("s", "echo next"); rc != 0 || out != "next\n" {
 		t.Fatalf("the session after the interrupts: %q %d", out, rc)
+	}
+}
+
+// TestExecCwdIsAStartFailure: --cwd is entered by the session before the
+// command (and stays), the command's text left as given; a --cwd that
+// cannot be entered fails the call before anything runs, with exit 125
+// and a message naming it. Before, --cwd was a cd written in front of the
+// command's text by the client, and a directory the client could not see
+// was a usage error (exit 2) of the client's own: this test failed so.
+func TestExecCwdIsAStartFailure(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := t.TempDir()
+	ran := filepath.Join(t.TempDir(), "ran")
+	if out, errs, rc := e.run("exec", "-s", "c", "--cwd", dir, "--", "pwd; echo }"); rc != 0 || out != dir+"\n}\n" {
+		t.Fatalf("--cwd %s: exit %d, %q %q", dir, rc, out, errs)
+	}
+	if out, _, rc := e.run("exec", "-s", "c", "--", "pwd"); rc != 0 || out != dir+"\n" {
+		t.Fatalf("the cd did not stay: %q %d", out, rc)
+	}
+	for _, cwd := range []string{"/nonexistent/corral-cwd", ran + "-file"} {
+		if cwd != "/nonexistent/corral-cwd" {
+			os.WriteFile(cwd, nil, 0o600)
+		}
+		out, errs, rc := e.run("exec", "-s", "c", "--cwd", cwd, "--", "touch "+ran)
+		if rc != 125 || out != "" || !strings.Contains(errs, cwd) {
+			t.Errorf("--cwd %s: exit %d, %q %q; want 125 naming it", cwd, rc, out, errs)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatalf("--cwd %s: the command ran", cwd)
+		}
+		t.Logf("--cwd %s: %s", cwd, strings.TrimSpace(errs))
+	}
+	if out, _, rc := e.run("exec", "-s", "c", "--", "pwd"); rc != 0 || out != dir+"\n" {
+		t.Fatalf("after the refused cwds: %q %d", out, rc)
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 
-	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/mcpserver"
 	"github.com/corral-dev/corral/internal/store"
 )
@@ -70,11 +69,11 @@ func mcpMain(session, httpAddr string, noAgentEnv bool, stderr io.Writer) error 
 	wd, _ := os.Getwd()
 	s, err := mcpserver.New(mcpserver.Config{
 		Dial: func(context.Context) (mcpserver.Daemon, error) {
-			conn, _, err := dial(dir, true)
+			c, err := dial(dir, true)
 			if err != nil {
 				return nil, err
 			}
-			return client.FromConn(conn), nil
+			return c, nil
 		},
 		StateDir: dir, Session: session, Dir: wd, Env: os.Environ(), NoAgentEnv: noAgentEnv, Version: "dev",
 	})

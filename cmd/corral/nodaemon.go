@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/corral-dev/corral/internal/daemon"
 	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/wire"
 )
 
 // exitNotRunning is the exit status of 'corral daemon status' when no
@@ -21,7 +21,7 @@ const exitNotRunning = 3
 // daemonListening reports whether a daemon answers on dir's socket: a plain
 // connect, which starts nothing.
 func daemonListening(dir string) bool {
-	c, err := net.DialTimeout("unix", daemon.SocketPath(dir), 2*time.Second)
+	c, err := net.DialTimeout("unix", wire.SocketPath(dir), 2*time.Second)
 	if err != nil {
 		return false
 	}

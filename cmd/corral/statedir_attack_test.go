@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -78,7 +79,7 @@ func TestStateDirPlantedByAnotherUser(t *testing.T) {
 	}
 	// The Go client refuses to dial a socket in either.
 	for _, state := range []string{link, theirs} {
-		if c, err := client.Dial(state); !errors.Is(err, statedir.ErrUnsafe) {
+		if c, err := client.Dial(context.Background(), state); !errors.Is(err, statedir.ErrUnsafe) {
 			t.Errorf("client.Dial(%s): %v", state, err)
 			if c != nil {
 				c.Close()

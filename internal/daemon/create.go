@@ -16,7 +16,7 @@ const maxPath = 4096
 const execSlack = 4 << 10
 
 // errBadStart is why a session is not created: the class of every error
-// checkCreate returns (the daemon answers InvalidArgument).
+// checkCreate returns (ErrBadRequest once the core has classed it).
 var errBadStart = errors.New("cannot create the session")
 
 // checkCreate validates what a new session is made of before its record

@@ -1,5 +1,10 @@
-// Package daemon is corral's daemon: the registry of named sessions, the
-// gateway clients talk to, and the reaper of what crashed sessions left.
+// Package daemon is the core of corral's daemon: the registry of named
+// sessions, their records, start-up recovery, oneshots, and the reaper of
+// what crashed sessions left. It knows no transport: its methods (Exec,
+// List, Kill, Status, Stop) take a Peer and domain types and return domain
+// types and the errors of errors.go; internal/daemon/server serves it on
+// the state directory's socket (the protocol is internal/wire's), and it
+// is tested in this process without one (core_test.go).
 //
 // Each session's shell is a held shell (session.Config.HoldDir): a
 // contained tree of its own whose command channel and output are FIFOs in
@@ -15,19 +20,18 @@
 // working directory and environment.
 //
 //	<state>/
-//	    corral.sock          the Daemon API (0600; other uids are refused)
+//	    corral.sock          the daemon's socket (0600; other uids are refused): internal/daemon/server
 //	    corral.db            session records
 //	    daemon.pid
 //	    sessions/<name>/     a held shell's FIFOs: ctl, out, err, in-* (0700)
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,18 +41,12 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/corral-dev/corral"
-	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/internal/contain"
 	"github.com/corral-dev/corral/internal/fds"
 	"github.com/corral-dev/corral/internal/record"
 	"github.com/corral-dev/corral/internal/statedir"
 	"github.com/corral-dev/corral/internal/store"
-	"github.com/corral-dev/corral/internal/unixsock"
 	"github.com/corral-dev/corral/session"
 )
 
@@ -62,24 +60,23 @@ type Config struct {
 	// sessions found down or broken, shells started, kills, stop. Nil
 	// discards.
 	Log *slog.Logger
-	// SendStall bounds how long one message of a command's output may
-	// wait for its client to read (0 means DefaultSendStall): past it the
-	// daemon stops the command (grace, then kill), freeing its session's
-	// turn, and logs it.
-	SendStall time.Duration
 }
 
-// Daemon serves the Daemon API.
+// Daemon is the daemon's core: the registry of sessions, their records,
+// recovery and oneshots. It knows no transport: its methods take and
+// return domain types and the errors of errors.go, and each takes the
+// Peer that asks (see internal/daemon/server for the one that serves it
+// on a socket).
 type Daemon struct {
 	cfg     Config
 	store   *store.Store
 	runs    record.Store // records of oneshot trees
-	lis     net.Listener
-	srv     *grpc.Server
 	started time.Time
 	stopped chan struct{}
-	once    sync.Once // shutdown
+	once    sync.Once // Close
 	stopReq sync.Once // closes stopped
+	uid     int       // the only peer uid served
+	began   bool      // Start ran: the pid file is this daemon's
 
 	recording sync.Mutex // one recordState at a time; taken before mu
 
@@ -98,7 +95,7 @@ type Daemon struct {
 	// recovered is closed when start-up recovery has been through every
 	// record (some may still be retrying a take-over). endRecovery
 	// cancels what is left of it; bg counts its goroutines, which
-	// shutdown waits for.
+	// Close waits for.
 	recovered   chan struct{}
 	endRecovery context.CancelFunc
 	bg          sync.WaitGroup
@@ -107,19 +104,31 @@ type Daemon struct {
 	// oneshots, which no later daemon can take over, are cancelled then.
 	stopping     context.Context
 	stopOneshots context.CancelCauseFunc
+}
 
-	pb.UnimplementedDaemonServer
+// Peer is who makes a request: today the uid of the process at the other
+// end of the unix socket (SO_PEERCRED); remote access adds certificate
+// identities.
+type Peer struct {
+	UID int
+}
+
+// authorize refuses a peer that may not use this daemon: only processes
+// of the daemon's own uid may.
+func (d *Daemon) authorize(p Peer) error {
+	if p.UID != d.uid {
+		return fmt.Errorf("%w: uid %d may not use the daemon of uid %d", ErrPermission, p.UID, d.uid)
+	}
+	return nil
 }
 
 // stateRecovering is how List shows a session whose start-up recovery has
 // not ended (its shell is being taken over or its tree reaped).
 const stateRecovering = "recovering"
 
-// SocketPath is where the daemon of stateDir listens.
-func SocketPath(stateDir string) string { return filepath.Join(stateDir, "corral.sock") }
-
-// Open prepares a daemon: the store, the sessions' directory, the socket,
-// and the take-over of live shells. Serve then answers clients.
+// Open prepares a daemon: the store (which only one daemon of a state
+// directory holds at a time) and the sessions' directory. Start then
+// recovers the recorded sessions; Close releases it all.
 func Open(cfg Config) (*Daemon, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -140,40 +149,32 @@ func Open(cfg Config) (*Daemon, error) {
 	}
 	st, err := store.Open(filepath.Join(cfg.StateDir, "corral.db"))
 	if errors.Is(err, store.ErrLocked) {
-		return nil, running(cfg.StateDir, err)
+		return nil, Running(cfg.StateDir, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	d := &Daemon{cfg: cfg, store: st, runs: record.Store{Dir: runs}, started: time.Now(), stopped: make(chan struct{}),
-		sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}, written: map[string]written{},
+		uid: os.Getuid(), sessions: map[string]*session.Session{}, names: map[string]*sync.Mutex{}, written: map[string]written{},
 		recovering: map[string]*recovery{}, recovered: make(chan struct{})}
 	d.stopping, d.stopOneshots = context.WithCancelCause(context.Background())
-	lis, err := unixsock.Listen(SocketPath(cfg.StateDir))
-	if errors.Is(err, unixsock.ErrInUse) {
-		err = running(cfg.StateDir, err)
-	}
-	if err != nil {
-		st.Close()
-		return nil, err
-	}
-	if lis, err = unixsock.OwnerOnly(lis); err != nil {
-		lis.Close()
-		st.Close()
-		return nil, err
-	}
-	d.lis = limitConns(lis, maxConns)
+	d.endRecovery = func() {}
+	return d, nil
+}
+
+// Start recovers the recorded sessions: it writes the pid file (which
+// names the owner of the socket from then on, so the caller has made it
+// its own), and lets recovery run for recoverBudget before it returns;
+// what is left of it (a slow reap, a take-over to retry) goes on in the
+// background, and those sessions answer as recovering meanwhile. Only the
+// daemon that owns the socket may Start: it takes shells over.
+func (d *Daemon) Start() {
+	d.began = true
 	boundMemory()
-	// The pid file names the owner of the socket from now on, before
-	// recovery takes the descriptors and time it may need.
-	if err := os.WriteFile(filepath.Join(cfg.StateDir, "daemon.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
-		cfg.Log.Warn("cannot write the pid file", "err", err)
+	if err := os.WriteFile(filepath.Join(d.cfg.StateDir, "daemon.pid"), []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
+		d.cfg.Log.Warn("cannot write the pid file", "err", err)
 	}
-	// Only the daemon that owns the socket takes shells over. Recovery
-	// gets recoverBudget before the daemon serves; what is left of it
-	// (a slow reap, a take-over to retry) goes on in the background, and
-	// those sessions answer as recovering meanwhile.
-	cfg.Log.Info("daemon starting", "pid", os.Getpid(), "state_dir", cfg.StateDir)
+	d.cfg.Log.Info("daemon starting", "pid", os.Getpid(), "state_dir", d.cfg.StateDir)
 	d.limitSessionPids()
 	d.startRecovery()
 	select {
@@ -182,11 +183,8 @@ func Open(cfg Config) (*Daemon, error) {
 		d.mu.Lock()
 		n := len(d.recovering)
 		d.mu.Unlock()
-		cfg.Log.Info("serving while sessions are still being recovered", "recovering", n)
+		d.cfg.Log.Info("serving while sessions are still being recovered", "recovering", n)
 	}
-	d.srv = grpc.NewServer(serverOptions()...)
-	pb.RegisterDaemonServer(d.srv, d)
-	return d, nil
 }
 
 // ErrRunning means another daemon serves this state directory.
@@ -201,7 +199,9 @@ type runningError struct {
 	cause error
 }
 
-func running(dir string, cause error) error {
+// Running is the error that says another daemon holds dir (its store, or
+// its socket: cause).
+func Running(dir string, cause error) error {
 	e := &runningError{dir: dir, cause: cause}
 	b, _ := os.ReadFile(filepath.Join(dir, "daemon.pid"))
 	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
@@ -219,54 +219,30 @@ func (e *runningError) Error() string {
 
 func (e *runningError) Unwrap() []error { return []error{ErrRunning, e.cause} }
 
-// Serve answers clients until Stop is called or ctx ends. Sessions keep
-// running after it returns.
-func (d *Daemon) Serve(ctx context.Context) error {
-	errc := make(chan error, 1)
-	go func() { errc <- d.srv.Serve(d.lis) }()
-	select {
-	case <-ctx.Done():
-	case <-d.stopped:
-	case err := <-errc:
-		d.shutdown()
-		return err
-	}
-	d.shutdown()
-	return nil
+// StopRequested is closed once a peer asked the daemon to stop (Stop).
+func (d *Daemon) StopRequested() <-chan struct{} { return d.stopped }
+
+// Release lets every session go without stopping its shell (a command
+// still running goes on; its caller gets an error) and cancels the
+// oneshots, waiting (bounded) until each has killed its tree: what a
+// front-end calls when the calls under way have not ended within its
+// bound for a stop. No command starts after it.
+func (d *Daemon) Release() {
+	d.detachAll()
+	d.endOneshots()
 }
 
-// stopBound is how long shutdown lets running commands finish before it
-// lets their sessions go (the commands go on in their shells).
-const stopBound = 5 * time.Second
-
-// shutdown stops serving: it stops accepting, lets calls under way finish
-// within stopBound, then lets every session go without stopping its shell
-// (a command still running goes on; its caller gets an error), and
-// releases the store. It kills nothing and purges no record.
-func (d *Daemon) shutdown() {
+// Close ends the daemon: what is left of recovery is stopped, every
+// session let go (its shell keeps running, for the next daemon to take
+// over) and the store released. It kills nothing and purges no record.
+func (d *Daemon) Close() {
 	d.once.Do(func() {
-		done := make(chan struct{})
-		go func() { d.srv.GracefulStop(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(stopBound):
-			// Let go first: a call cut off now must not be taken as
-			// its command's cancellation.
-			d.detachAll()
-			d.endOneshots()
-			// Their handlers have returned; let the server flush what
-			// they sent (each client learns what became of its command)
-			// before cutting whatever is left.
-			select {
-			case <-done:
-			case <-time.After(flushBound):
-				d.srv.Stop()
-			}
-		}
 		d.stopRecovery()
 		d.detachAll()
 		d.store.Close()
-		os.Remove(filepath.Join(d.cfg.StateDir, "daemon.pid"))
+		if d.began { // else it names another daemon, or none
+			os.Remove(filepath.Join(d.cfg.StateDir, "daemon.pid"))
+		}
 		d.cfg.Log.Info("daemon stopped; every session's shell goes on")
 	})
 }
@@ -289,10 +265,6 @@ func (d *Daemon) endOneshots() {
 		d.cfg.Log.Error("oneshots still running after cancel; their records stay for the next daemon")
 	}
 }
-
-// flushBound is how long a stopping daemon lets the last results reach
-// their clients.
-const flushBound = 2 * time.Second
 
 // oneshotStopBound bounds endOneshots: a cancelled tree's grace, the
 // bound on its kill, and its drain.
@@ -588,7 +560,7 @@ func (d *Daemon) awaitRecovery(name string) error {
 	if reason == "" {
 		reason = "its shell's tree is being reaped"
 	}
-	return status.Errorf(codes.FailedPrecondition, "session %s is still being recovered (%s); try again", name, reason)
+	return fmt.Errorf("%w: session %s is still being recovered (%s); try again", ErrRecovering, name, reason)
 }
 
 // stopRecovery cancels what is left of start-up recovery and waits, up to
@@ -668,10 +640,10 @@ func (d *Daemon) nameLock(name string) *sync.Mutex {
 	return l
 }
 
-// sessionFor returns the session name, creating its record (from start's
-// cwd and env) on first use. A session that is down gets its shell on its
-// first command.
-func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session, error) {
+// sessionFor returns the session name, creating its record (from dir and
+// env) on first use. A session that is down gets its shell on its first
+// command.
+func (d *Daemon) sessionFor(name, dir string, env []string) (*session.Session, error) {
 	if err := d.awaitRecovery(name); err != nil {
 		return nil, err
 	}
@@ -682,7 +654,7 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 	s, closing := d.sessions[name], d.closing
 	d.mu.Unlock()
 	if closing {
-		return nil, status.Error(codes.Unavailable, "the daemon is stopping")
+		return nil, ErrStopping
 	}
 	if s != nil && !s.Closed() {
 		return s, nil
@@ -692,12 +664,12 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 	if errors.Is(err, store.ErrNotFound) {
 		// Refused before anything is written: a refused creation leaves
 		// no record behind.
-		if err := checkCreate(start.Cwd, start.Env); err != nil {
-			return nil, status.Error(codes.InvalidArgument, err.Error())
+		if err := checkCreate(dir, env); err != nil {
+			return nil, badRequest(err)
 		}
 		now := time.Now().UTC()
-		rec = &store.Session{Name: name, Created: now, LastUsed: now, Shell: shellOf(start.Env),
-			Cwd: start.Cwd, Env: start.Env, State: store.Down}
+		rec = &store.Session{Name: name, Created: now, LastUsed: now, Shell: shellOf(env),
+			Cwd: dir, Env: env, State: store.Down}
 		if err := d.store.Put(rec); err != nil {
 			return nil, err
 		}
@@ -707,7 +679,7 @@ func (d *Daemon) sessionFor(name string, start *pb.ExecStart) (*session.Session,
 	}
 	if rec.Tree != nil {
 		if err := d.settle(name, rec.Tree); err != nil {
-			return nil, status.Errorf(codes.FailedPrecondition, "session %s is broken: %v (corral kill %s drops it)", name, err, name)
+			return nil, fmt.Errorf("%w: session %s is broken: %v (corral kill %s drops it)", ErrBroken, name, err, name)
 		}
 	}
 	if _, err := statedir.Ensure(d.cfg.StateDir, "sessions", name); err != nil {
@@ -751,69 +723,189 @@ func shellOf(env []string) string {
 	return "/bin/sh"
 }
 
+// ExecRequest is one command for Exec, checked (CheckExec).
+type ExecRequest struct {
+	// Session names the session (created on first use); "" with Oneshot.
+	Session string
+	// Command is shell code.
+	Command string
+	// Oneshot runs the command in a fresh contained shell instead.
+	Oneshot bool
+	// Dir and Env are where a session this command creates starts, and
+	// where a oneshot runs.
+	Dir string
+	Env []string
+	// Cwd, if set, is entered before the command; in a session the cd
+	// persists. One that cannot be entered is a start failure.
+	Cwd string
+	// Options are the command's stdio, limits and stop policy.
+	Options session.Options
+}
+
+// ExecResult is what Exec returns of a command that ran (or failed to
+// start).
+type ExecResult struct {
+	*corral.Result
+	// Cwd is the session's working directory after the command ("" for a
+	// oneshot, or a session whose shell is gone).
+	Cwd string
+	// StateNotSaved, if not nil, says why the session's state after the
+	// command could not be recorded (the live shell has it).
+	StateNotSaved error
+}
+
 // Exec runs one command: in a oneshot shell, or in its session, creating
-// the session on first use. The client's stream ending cancels it.
-func (d *Daemon) Exec(stream pb.Daemon_ExecServer) error {
-	first, err := stream.Recv()
-	if errors.Is(err, io.EOF) {
-		return status.Error(codes.InvalidArgument, "the stream ended before its ExecStart")
+// the session on first use. Cancelling ctx stops it (its cause, a
+// *corral.StopCause, may name the first signal). The session's state
+// after the command is recorded (and synced) before Exec returns: what a
+// client is told must survive a crash, or the result says it was not
+// saved. An error without a result means the command did not run: a
+// refused request (ErrBadRequest), a session that is broken, still being
+// recovered or closed, a daemon stopping.
+func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult, error) {
+	if err := d.authorize(p); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return err
-	}
-	start := first.GetStart()
-	if start == nil {
-		return status.Error(codes.InvalidArgument, "the first message must be an ExecStart")
-	}
-	if err := CheckStart(start); err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	if start.Oneshot {
-		return d.serveExec(stream, start, d.runOnce(start), nil)
-	}
-	name := start.Session
-	s, err := d.sessionFor(name, start)
-	if err != nil {
-		if _, ok := status.FromError(err); ok {
-			return err
+	if req.Oneshot {
+		if res := enterable(req.Cwd); res != nil {
+			return &ExecResult{Result: res}, nil
 		}
-		return status.Error(codes.Internal, err.Error())
+		return d.ran(d.runOnce(ctx, req))
 	}
-	// The record follows the session's state as of this command, written
-	// (and synced) before the client hears the result: what a client was
-	// told must survive a crash, or the result says it was not saved.
-	return d.serveExec(stream, start, func(ctx context.Context, opts session.Options) (*corral.Result, error) {
-		return s.Exec(ctx, start.Command, opts)
-	}, func() error { return d.recordState(name, s) })
+	name := req.Session
+	s, err := d.sessionFor(name, req.Dir, req.Env)
+	if err != nil {
+		return nil, err
+	}
+	if req.Cwd != "" {
+		if res := d.enter(ctx, s, req.Cwd, req.Options); res != nil {
+			return &ExecResult{Result: res}, nil
+		}
+	}
+	out, err := d.ran(s.Exec(ctx, req.Command, req.Options))
+	if err != nil {
+		return nil, err
+	}
+	if rerr := d.recordState(name, s); rerr != nil {
+		out.StateNotSaved = rerr
+	}
+	if st := s.State(); st.Alive {
+		out.Cwd = st.Cwd
+	}
+	return out, nil
+}
+
+// ran classifies what a session's Exec or RunOnce returned.
+func (d *Daemon) ran(res *corral.Result, err error) (*ExecResult, error) {
+	switch {
+	case errors.Is(err, session.ErrBadCommand):
+		return nil, badRequest(err)
+	case res == nil && err == nil:
+		return nil, errors.New("the session returned no result")
+	case res == nil:
+		return nil, err
+	case errors.Is(err, session.ErrClosed) && res.Outcome == corral.OutcomeStartFailed:
+		// Killed (or let go) before the command's turn came: nothing ran.
+		return nil, fmt.Errorf("%w before the command ran: %v", ErrSessionClosed, res.Error)
+	}
+	return &ExecResult{Result: res}, nil
+}
+
+// enterable checks that dir ("" for none) is a directory a command can be
+// started in; if not, it returns the start failure that says why.
+func enterable(dir string) *corral.Result {
+	if dir == "" {
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return startFailed(fmt.Sprintf("cwd %s: %v", dir, errors.Unwrap(err)))
+	case !fi.IsDir():
+		return startFailed(fmt.Sprintf("cwd %s: not a directory", dir))
+	}
+	return nil
+}
+
+func startFailed(why string) *corral.Result {
+	return &corral.Result{Outcome: corral.OutcomeStartFailed, ExitCode: -1, FirstOutput: -1, Error: why}
+}
+
+// enterBound bounds the cd that enters a command's Cwd.
+const enterBound = 10 * time.Second
+
+// enter makes s's shell enter dir before a command (a cd of its own, so
+// that the command's text is the caller's, whatever it holds): nil once
+// it has, else the start failure that says why, with the shell's own
+// words.
+func (d *Daemon) enter(ctx context.Context, s *session.Session, dir string, o session.Options) *corral.Result {
+	if res := enterable(dir); res != nil {
+		return res
+	}
+	ctx, cancel := context.WithTimeout(ctx, enterBound)
+	defer cancel()
+	var errb bytes.Buffer
+	res, err := s.Exec(ctx, "cd -- "+shellQuote(dir), session.Options{Stderr: &limitedBuffer{b: &errb, n: 4 << 10},
+		Grace: o.Grace, StopSignal: o.StopSignal, Escalate: o.Escalate})
+	if res != nil && res.Outcome == corral.OutcomeExited && res.ExitCode == 0 {
+		return nil
+	}
+	why := strings.TrimSpace(errb.String())
+	switch {
+	case res == nil:
+		why = err.Error()
+	case why == "" && res.Error != "":
+		why = res.Error
+	case why == "":
+		why = fmt.Sprintf("the cd ended %s (exit %d)", res.Outcome, res.ExitCode)
+	}
+	return startFailed(fmt.Sprintf("cwd %s: cannot enter it: %s", dir, why))
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// limitedBuffer keeps the first n bytes written to it.
+type limitedBuffer struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (w *limitedBuffer) Write(p []byte) (int, error) {
+	if room := w.n - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
 }
 
 // runOnce runs a --oneshot command in a fresh shell contained as sessions'
 // shells are. No session can take its tree over, so it is recorded in
 // runs/ as a corral run's tree is, owned by this daemon: if the daemon
 // dies mid-command, the next one (or corral reap) kills what it left.
-func (d *Daemon) runOnce(start *pb.ExecStart) func(context.Context, session.Options) (*corral.Result, error) {
-	return func(ctx context.Context, opts session.Options) (*corral.Result, error) {
-		d.mu.Lock()
-		if !d.closing {
-			d.oneshots.Add(1)
-			defer d.oneshots.Done()
-		} // else stopping has ended: it is cancelled before it starts
-		d.mu.Unlock()
-		ctx, cancel := context.WithCancelCause(ctx)
-		defer cancel(nil)
-		defer context.AfterFunc(d.stopping, func() { cancel(context.Cause(d.stopping)) })()
-		tracker := d.runs.Track([]string{"oneshot", start.Command})
-		cfg := session.Config{Shell: shellOf(start.Env), Dir: start.Cwd, Env: start.Env, Isolation: d.cfg.Isolation,
-			OnStart: tracker.OnStart}
-		res, err := session.RunOnce(ctx, cfg, start.Command, opts)
-		if errors.Is(context.Cause(ctx), errStopping) && res.Outcome == corral.OutcomeCancelled {
-			res.Error = errStopping.Error() // the client is told why
-		}
-		if rerr := tracker.Done(res); rerr != nil {
-			d.cfg.Log.Error("cannot remove a oneshot record", "err", rerr)
-		}
-		return res, err
+func (d *Daemon) runOnce(ctx context.Context, req ExecRequest) (*corral.Result, error) {
+	d.mu.Lock()
+	if !d.closing {
+		d.oneshots.Add(1)
+		defer d.oneshots.Done()
+	} // else stopping has ended: it is cancelled before it starts
+	d.mu.Unlock()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(d.stopping, func() { cancel(context.Cause(d.stopping)) })()
+	tracker := d.runs.Track([]string{"oneshot", req.Command})
+	dir := req.Dir
+	if req.Cwd != "" {
+		dir = req.Cwd
 	}
+	cfg := session.Config{Shell: shellOf(req.Env), Dir: dir, Env: req.Env, Isolation: d.cfg.Isolation,
+		OnStart: tracker.OnStart}
+	res, err := session.RunOnce(ctx, cfg, req.Command, req.Options)
+	if errors.Is(context.Cause(ctx), errStopping) && res != nil && res.Outcome == corral.OutcomeCancelled {
+		res.Error = errStopping.Error() // the client is told why
+	}
+	if rerr := tracker.Done(res); rerr != nil {
+		d.cfg.Log.Error("cannot remove a oneshot record", "err", rerr)
+	}
+	return res, err
 }
 
 // reapRuns kills the recorded trees (oneshots of a daemon that died, corral
@@ -906,50 +998,82 @@ func (d *Daemon) writeState(name string, s *session.Session, used bool) error {
 	return nil
 }
 
-// MaxCommand bounds the shell code of one command.
-const MaxCommand = 1 << 20
-
-// CheckStart validates an ExecStart from a client before anything is
-// created or started.
-func CheckStart(s *pb.ExecStart) error {
-	switch {
-	case s.TimeoutMs < 0:
-		return errors.New("negative timeout")
-	case s.MaxOutput < 0:
-		return errors.New("negative output limit")
-	case len(s.Command) > MaxCommand:
-		return fmt.Errorf("command of %d bytes (at most %d)", len(s.Command), MaxCommand)
-	case strings.IndexByte(s.Command, 0) >= 0:
-		return errors.New("NUL byte in command")
-	case s.Cwd != "" && !filepath.IsAbs(s.Cwd):
-		return fmt.Errorf("cwd %q is not absolute", s.Cwd)
-	case len(s.Cwd) >= maxPath:
-		return fmt.Errorf("cwd of %d bytes (a path has at most %d)", len(s.Cwd), maxPath-1)
-	case strings.IndexByte(s.Cwd, 0) >= 0:
-		return errors.New("NUL byte in cwd")
+// CheckExec validates a request from a client before anything is created
+// or started; a front-end calls it once, at its boundary. Every error is
+// ErrBadRequest.
+func CheckExec(r *ExecRequest) error {
+	if err := checkExec(r); err != nil {
+		return badRequest(err)
 	}
-	for _, kv := range s.Env {
+	return nil
+}
+
+func checkExec(r *ExecRequest) error {
+	o := &r.Options
+	switch {
+	case o.Timeout < 0:
+		return errors.New("negative timeout")
+	case o.MaxOutput < 0:
+		return errors.New("negative output limit")
+	case len(r.Command) > MaxCommand:
+		return fmt.Errorf("command of %d bytes (at most %d)", len(r.Command), MaxCommand)
+	case strings.IndexByte(r.Command, 0) >= 0:
+		return errors.New("NUL byte in command")
+	case r.Oneshot && r.Session != "":
+		return errors.New("a oneshot command takes no session name")
+	}
+	for what, dir := range map[string]string{"dir": r.Dir, "cwd": r.Cwd} {
+		switch {
+		case dir != "" && !filepath.IsAbs(dir):
+			return fmt.Errorf("%s %q is not absolute", what, dir)
+		case len(dir) >= maxPath:
+			return fmt.Errorf("%s of %d bytes (a path has at most %d)", what, len(dir), maxPath-1)
+		case strings.IndexByte(dir, 0) >= 0:
+			return fmt.Errorf("NUL byte in %s", what)
+		}
+	}
+	for _, kv := range r.Env {
 		if strings.IndexByte(kv, 0) >= 0 || !strings.Contains(kv, "=") {
 			return fmt.Errorf("malformed environment entry %q", kv)
 		}
 	}
-	if s.Oneshot {
+	if r.Oneshot {
 		return nil
 	}
-	return store.CheckName(s.Session)
+	return store.CheckName(r.Session)
+}
+
+// MaxCommand bounds the shell code of one command.
+const MaxCommand = 1 << 20
+
+// SessionInfo describes one session as List gives it.
+type SessionInfo struct {
+	Name string
+	// State is up, down, broken or recovering.
+	State             string
+	Shell, Cwd        string
+	Created, LastUsed time.Time
+	// ShellPid is the pid of the session's shell (0 when it is down).
+	ShellPid int
+	Busy     bool
+	// Reason says why a session is broken or still being recovered.
+	Reason string
 }
 
 // List lists the sessions: their records from one consistent snapshot of
 // the store, with the live state of the sessions this daemon holds.
-func (d *Daemon) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListResponse, error) {
+func (d *Daemon) List(ctx context.Context, p Peer) ([]SessionInfo, error) {
+	if err := d.authorize(p); err != nil {
+		return nil, err
+	}
 	recs, err := d.store.List()
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
-	out := &pb.ListResponse{}
+	out := make([]SessionInfo, 0, len(recs))
 	for _, r := range recs {
-		si := &pb.SessionInfo{Name: r.Name, State: string(r.State), Shell: r.Shell, Cwd: r.Cwd,
-			CreatedUnix: r.Created.Unix(), LastUsedUnix: r.LastUsed.Unix(), Reason: r.Reason}
+		si := SessionInfo{Name: r.Name, State: string(r.State), Shell: r.Shell, Cwd: r.Cwd,
+			Created: r.Created, LastUsed: r.LastUsed, Reason: r.Reason}
 		d.mu.Lock()
 		s, rcv := d.sessions[r.Name], d.recovering[r.Name]
 		reason := ""
@@ -966,44 +1090,48 @@ func (d *Daemon) List(ctx context.Context, _ *pb.ListRequest) (*pb.ListResponse,
 			st := s.State()
 			si.State, si.Busy = string(store.Down), st.Busy
 			if st.Alive {
-				si.State, si.KeeperPid, si.Cwd = string(store.Up), int32(st.Pid), st.Cwd
+				si.State, si.ShellPid, si.Cwd = string(store.Up), st.Pid, st.Cwd
 			}
 		case r.State == store.Up:
 			si.State = string(store.Down) // recorded up, but not held: it is not
 		}
-		out.Sessions = append(out.Sessions, si)
+		out = append(out, si)
 	}
 	return out, nil
 }
 
 // Kill ends sessions (their whole trees) and deletes their records and
-// directories.
-func (d *Daemon) Kill(ctx context.Context, req *pb.KillRequest) (*pb.KillResponse, error) {
-	names := req.Names
-	if req.All {
+// directories: names, or every session with all. It returns those it
+// killed, up to the first it could not (a bad name is ErrBadRequest, one
+// with no record ErrNotFound).
+func (d *Daemon) Kill(ctx context.Context, p Peer, names []string, all bool) ([]string, error) {
+	if err := d.authorize(p); err != nil {
+		return nil, err
+	}
+	if all {
 		recs, err := d.store.List()
 		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			return nil, err
 		}
 		names = nil
 		for _, r := range recs {
 			names = append(names, r.Name)
 		}
 	}
-	out := &pb.KillResponse{}
+	var killed []string
 	for _, name := range names {
 		if err := store.CheckName(name); err != nil {
-			return out, status.Error(codes.InvalidArgument, err.Error())
+			return killed, badRequest(err)
 		}
 		if err := d.kill(name); err != nil {
 			if errors.Is(err, store.ErrNotFound) {
-				return out, status.Error(codes.NotFound, err.Error())
+				return killed, fmt.Errorf("session %s: %w", name, ErrNotFound)
 			}
-			return out, status.Error(codes.Internal, err.Error())
+			return killed, err
 		}
-		out.Killed = append(out.Killed, name)
+		killed = append(killed, name)
 	}
-	return out, nil
+	return killed, nil
 }
 
 func (d *Daemon) kill(name string) error {
@@ -1044,18 +1172,40 @@ func (d *Daemon) kill(name string) error {
 }
 
 // Status describes the daemon.
-func (d *Daemon) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+type Status struct {
+	Pid      int
+	StateDir string
+	Sessions int
+	Started  time.Time
+	// Isolation is how the daemon contains the shells of the sessions it
+	// creates and its oneshots (auto resolved); a session taken over from
+	// an earlier daemon keeps its own.
+	Isolation corral.Isolation
+}
+
+// Status describes the daemon.
+func (d *Daemon) Status(ctx context.Context, p Peer) (Status, error) {
+	if err := d.authorize(p); err != nil {
+		return Status{}, err
+	}
 	n, _ := d.store.Count()
 	iso := d.cfg.Isolation
 	if iso == "" || iso == corral.IsolationAuto {
 		iso = corral.BestIsolation() // what a new session's shell gets
 	}
-	return &pb.StatusResponse{Pid: int32(os.Getpid()), Socket: SocketPath(d.cfg.StateDir),
-		StateDir: d.cfg.StateDir, Sessions: int32(n), StartedUnix: d.started.Unix(), Isolation: string(iso)}, nil
+	return Status{Pid: os.Getpid(), StateDir: d.cfg.StateDir, Sessions: n, Started: d.started, Isolation: iso}, nil
 }
 
-// Stop ends Serve after answering; sessions and records stay.
-func (d *Daemon) Stop(ctx context.Context, _ *pb.StopRequest) (*pb.StopResponse, error) {
+// Stop asks the daemon to stop (StopRequested is closed); sessions and
+// records stay.
+func (d *Daemon) Stop(ctx context.Context, p Peer) error {
+	if err := d.authorize(p); err != nil {
+		return err
+	}
 	d.stopReq.Do(func() { close(d.stopped) })
-	return &pb.StopResponse{}, nil
+	return nil
 }
+
+// Authorize refuses a peer that may not use this daemon (ErrPermission).
+// Every method checks it too; a front-end calls it once per connection.
+func (d *Daemon) Authorize(p Peer) error { return d.authorize(p) }

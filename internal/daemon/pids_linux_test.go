@@ -71,7 +71,7 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 	state := t.TempDir()
 	var logb syncBuffer
 	stop := runDaemon(t, daemon.Config{StateDir: state, Isolation: "cgroup", Log: slog.New(slog.NewTextHandler(&logb, nil))})
-	c, err := client.Dial(state)
+	c, err := client.Dial(context.Background(), state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 			t.Errorf("ok while the sessions are at their limit: %q %v", out, err)
 		}
 	}
-	if err := c.Kill(context.Background(), false, "bomb"); err != nil {
+	if _, err := c.Kill(context.Background(), false, "bomb"); err != nil {
 		t.Fatalf("kill bomb: %v", err)
 	}
 	if out, err := run("fresh", "echo fresh"); err != nil || out != "fresh\n" {

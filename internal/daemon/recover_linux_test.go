@@ -25,7 +25,7 @@ func TestRecoveryInProcess(t *testing.T) {
 	env := append(testproc.Env(mark), "SHELL=/bin/sh")
 	serve := func() (*client.Client, func()) {
 		stop := runDaemon(t, daemon.Config{StateDir: state, Isolation: "pgroup", Log: slog.New(slog.DiscardHandler)})
-		c, err := client.Dial(state)
+		c, err := client.Dial(context.Background(), state)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestRecoveryInProcess(t *testing.T) {
 	}
 	pids := map[string]int{}
 	for _, s := range before {
-		pids[s.Name] = s.KeeperPid
+		pids[s.Name] = s.ShellPid
 	}
 	stop() // the shells go on
 
@@ -80,7 +80,7 @@ func TestRecoveryInProcess(t *testing.T) {
 		t.Fatalf("list: %v %+v", err, list)
 	}
 	for _, s := range list {
-		if s.State != "up" || s.KeeperPid != pids[s.Name] {
+		if s.State != "up" || s.ShellPid != pids[s.Name] {
 			t.Errorf("%s: %+v, not the shell %d taken over", s.Name, s, pids[s.Name])
 		}
 	}

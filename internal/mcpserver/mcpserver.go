@@ -31,8 +31,6 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/client"
@@ -59,9 +57,9 @@ var AgentEnv = []string{"PAGER=cat", "GIT_PAGER=cat", "GIT_TERMINAL_PROMPT=0"}
 // Daemon is what the server needs of a client of the daemon
 // (*client.Client has it).
 type Daemon interface {
-	Exec(ctx context.Context, name, code string, o client.ExecOptions) (*corral.Result, error)
+	Exec(ctx context.Context, name, code string, o client.ExecOptions) (*client.Result, error)
 	List(ctx context.Context) ([]client.Session, error)
-	Kill(ctx context.Context, all bool, names ...string) error
+	Kill(ctx context.Context, all bool, names ...string) ([]string, error)
 }
 
 // Config configures a Server.
@@ -193,7 +191,7 @@ func (s *Server) daemon(ctx context.Context) (Daemon, error) {
 // lost forgets d after a call found it gone, so the next call dials (and
 // starts) a daemon again.
 func (s *Server) lost(d Daemon, err error) bool {
-	if status.Code(err) != codes.Unavailable {
+	if !errors.Is(err, client.ErrLost) && !errors.Is(err, client.ErrDaemonStopping) {
 		return false
 	}
 	s.mu.Lock()
@@ -222,7 +220,7 @@ type job struct {
 	killOnce        sync.Once
 	done            chan struct{} // closed when the fields below are final
 
-	res      *corral.Result
+	res      *client.Result
 	err      error
 	lostD    bool // the daemon went away under the command
 	cwd      string
@@ -387,7 +385,7 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 		j.out.fileErr = s.dirErr.Error()
 	}
 	opts := client.ExecOptions{Stdout: j.out, Stderr: j.out, Timeout: timeout, Oneshot: bool(in.Oneshot),
-		Dir: s.cfg.Dir, Env: s.env(), Interrupt: j.interrupt, Kill: j.kill}
+		Dir: s.cfg.Dir, Cwd: in.Cwd, Env: s.env(), Interrupt: j.interrupt, Kill: j.kill}
 	if in.SeparateStderr {
 		j.stdout, j.stderr = newOutput(dir, j.id+".stdout"), newOutput(dir, j.id+".stderr")
 		opts.Stdout, opts.Stderr = io.MultiWriter(j.out, j.stdout), io.MultiWriter(j.out, j.stderr)
@@ -413,18 +411,11 @@ func (s *Server) run(d Daemon, j *job, code string, opts client.ExecOptions) {
 	if res == nil {
 		j.lostD = s.lost(d, err)
 	} else if j.session != "" {
-		// The session's cwd after the command, as the daemon recorded it.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		list, lerr := d.List(ctx)
-		cancel()
-		j.cwdErr = "session not listed"
-		if lerr != nil {
-			j.cwdErr = lerr.Error()
-		}
-		for _, ss := range list {
-			if ss.Name == j.session {
-				j.cwd, j.cwdErr = ss.Cwd, ""
-			}
+		// The session's cwd after the command, as the daemon said with
+		// the result.
+		j.cwd = res.Cwd
+		if j.cwd == "" && res.Outcome != corral.OutcomeStartFailed {
+			j.cwdErr = "the session's shell is gone"
 		}
 	}
 	j.out.close()
@@ -501,7 +492,7 @@ func (j *job) fillResult(o *ExecOutput) {
 		if j.lostD {
 			what = "lost the daemon (it stopped or died) while the command ran; the next daemon stops a command it finds half-run, and the session's shell survives"
 		}
-		o.Error = fmt.Sprintf("%s: %v", what, status.Convert(j.err).Message())
+		o.Error = fmt.Sprintf("%s: %v", what, j.err)
 		return
 	}
 	o.Outcome = string(j.res.Outcome)
@@ -703,7 +694,7 @@ func (s *Server) sessions(ctx context.Context, req *mcp.CallToolRequest, in Sess
 	list, err := d.List(ctx)
 	if err != nil {
 		s.lost(d, err)
-		return nil, nil, fmt.Errorf("listing sessions: %s", status.Convert(err).Message())
+		return nil, nil, fmt.Errorf("listing sessions: %w", err)
 	}
 	running := map[string]string{}
 	s.mu.Lock()
@@ -717,7 +708,7 @@ func (s *Server) sessions(ctx context.Context, req *mcp.CallToolRequest, in Sess
 	var b strings.Builder
 	for _, ss := range list {
 		out.Sessions = append(out.Sessions, SessionInfo{Name: ss.Name, State: ss.State, Shell: ss.Shell, Cwd: ss.Cwd,
-			Busy: ss.Busy, Job: running[ss.Name], KeeperPid: ss.KeeperPid, Created: ss.Created.UTC().Format(time.RFC3339),
+			Busy: ss.Busy, Job: running[ss.Name], KeeperPid: ss.ShellPid, Created: ss.Created.UTC().Format(time.RFC3339),
 			LastUsed: ss.LastUsed.UTC().Format(time.RFC3339), Reason: ss.Reason, Default: ss.Name == s.cfg.Session})
 	}
 	sort.Slice(out.Sessions, func(a, c int) bool { return out.Sessions[a].Name < out.Sessions[c].Name })
@@ -753,9 +744,9 @@ func (s *Server) killSession(ctx context.Context, req *mcp.CallToolRequest, in K
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := d.Kill(ctx, false, in.Name); err != nil {
+	if _, err := d.Kill(ctx, false, in.Name); err != nil {
 		s.lost(d, err)
-		return nil, nil, fmt.Errorf("kill_session %s: %s", in.Name, status.Convert(errors.Unwrap(err)).Message())
+		return nil, nil, fmt.Errorf("kill_session %s: %w", in.Name, errors.Unwrap(err))
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "killed session " + in.Name}}},
 		&KillSessionOutput{Killed: in.Name}, nil
@@ -809,8 +800,8 @@ func (s *Server) env() []string {
 }
 
 // code is the shell code for in: the agent variables and in.Env exported
-// (a session keeps them: it is the agent's), a cd to in.Cwd, then the
-// command.
+// (a session keeps them: it is the agent's), then the command. (in.Cwd is
+// the request's Cwd, which the daemon enters first.)
 func (s *Server) code(in ExecInput) (string, error) {
 	var b strings.Builder
 	vars := map[string]string{}
@@ -841,14 +832,10 @@ func (s *Server) code(in ExecInput) (string, error) {
 		}
 		b.WriteString("\n")
 	}
-	code := in.Command
-	if in.Cwd != "" {
-		if !strings.HasPrefix(in.Cwd, "/") {
-			return "", fmt.Errorf("cwd %q: want an absolute path", in.Cwd)
-		}
-		code = "cd -- " + quote(in.Cwd) + " && {\n" + code + "\n}"
+	if in.Cwd != "" && !strings.HasPrefix(in.Cwd, "/") {
+		return "", fmt.Errorf("cwd %q: want an absolute path", in.Cwd)
 	}
-	b.WriteString(code)
+	b.WriteString(in.Command)
 	return b.String(), nil
 }
 

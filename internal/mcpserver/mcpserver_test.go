@@ -17,6 +17,7 @@ import (
 
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/daemon/server"
 	"github.com/corral-dev/corral/internal/mcpserver"
 	"github.com/corral-dev/corral/internal/testproc"
 )
@@ -29,14 +30,14 @@ func serve(t *testing.T, cfg mcpserver.Config) (*mcp.ClientSession, *mcpserver.S
 	t.Helper()
 	mark := testproc.Guard(t, 90*time.Second)
 	state := t.TempDir()
-	d, err := daemon.Open(daemon.Config{StateDir: state, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d, err := server.Open(server.Config{Config: daemon.Config{StateDir: state, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- d.Serve(ctx) }()
-	cl, err := client.Dial(state)
+	cl, err := client.Dial(context.Background(), state)
 	if err != nil {
 		t.Fatal(err)
 	}

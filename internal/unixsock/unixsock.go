@@ -64,3 +64,17 @@ func (l *ownerOnly) Accept() (net.Conn, error) {
 		c.Close()
 	}
 }
+
+// PeerUID is the uid of the process at the other end of c, a unix socket
+// connection. Where it cannot be learnt it fails (contain.ErrUnsupported
+// where the platform cannot tell).
+func PeerUID(c net.Conn) (int, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1, fmt.Errorf("not a unix socket connection (%T)", c)
+	}
+	return peerUID(uc)
+}
+
+// PeerCheckSupported fails where PeerUID cannot work.
+func PeerCheckSupported() error { return peerCheckSupported() }

@@ -1,11 +1,12 @@
 //go:build linux
 
-package daemon_test
+package server_test
 
 import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -13,15 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-
-	pb "github.com/corral-dev/corral/api/corralv1"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/daemon/server"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/wire"
 )
 
 // syncBuffer is a log sink safe for the daemon's goroutines.
@@ -42,54 +39,74 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// runDaemon opens a daemon in this process on cfg.StateDir and serves it
-// until the returned stop, which returns once Serve has.
-func runDaemon(t *testing.T, cfg daemon.Config) (stop func()) {
+// runDaemon serves a daemon in this process on cfg.StateDir until the
+// returned stop, which returns once Serve has.
+func runDaemon(t *testing.T, cfg server.Config) (stop func()) {
 	t.Helper()
-	d, err := daemon.Open(cfg)
+	s, err := server.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx) }()
+	go func() { served <- s.Serve(ctx) }()
 	return func() { cancel(); <-served }
 }
 
 // serveDaemon runs a daemon in this process on a fresh state directory and
-// returns a connection to it; cleanup kills its sessions and stops it.
-func serveDaemon(t *testing.T, cfg daemon.Config) *grpc.ClientConn {
+// returns a client of it; cleanup kills its sessions and stops it.
+func serveDaemon(t *testing.T, cfg server.Config) *client.Client {
 	t.Helper()
 	cfg.StateDir = t.TempDir()
 	stop := runDaemon(t, cfg)
-	conn, err := grpc.NewClient("unix:"+daemon.SocketPath(cfg.StateDir), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := client.Dial(context.Background(), cfg.StateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		kctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		if err := client.FromConn(conn).Kill(kctx, true); err != nil {
+		if _, err := c.Kill(kctx, true); err != nil {
 			t.Errorf("kill --all: %v", err)
 		}
-		conn.Close()
+		c.Close()
 		stop()
 	})
-	return conn
+	return c
+}
+
+// rawConn is a hand-made connection to the daemon of state, past its
+// handshake.
+func rawConn(t *testing.T, state string) *wire.Conn {
+	t.Helper()
+	nc, err := net.Dial("unix", wire.SocketPath(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	c := wire.NewConn(nc)
+	if err := c.WriteJSON(wire.FrameHello, wire.Hello{Protocol: wire.Protocol, Versions: []int{1}}); err != nil {
+		t.Fatal(err)
+	}
+	if typ, b, err := c.ReadFrame(wire.MaxControl); err != nil || typ != wire.FrameWelcome {
+		t.Fatalf("handshake: %q %s %v", typ, b, err)
+	}
+	return c
 }
 
 // TestExecClientThatNeverReads: a client that starts a flood of output and
 // never reads holds its session's turn only for the daemon's bound: then
 // the command's tree is stopped, the daemon logs why, the next client's
-// command on the session runs, and the reader-less call ends Aborted.
+// command on the session runs, and the reader-less call ends with an error
+// of kind not_reading.
 // Before the bound, the second client waited out its own deadline.
 func TestExecClientThatNeverReads(t *testing.T) {
 	mark := testproc.Guard(t, 90*time.Second)
 	var log syncBuffer
 	const stall = 2 * time.Second
-	conn := serveDaemon(t, daemon.Config{SendStall: stall, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	state := t.TempDir()
+	c := serveDaemon(t, server.Config{Config: daemon.Config{StateDir: state, Log: slog.New(slog.NewTextHandler(&log, nil))}, SendStall: stall})
 	env := testproc.Env(mark)
-	c := client.FromConn(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := c.Exec(ctx, "s", "true", client.ExecOptions{Env: env, Dir: "/"}); err != nil {
@@ -98,19 +115,16 @@ func TestExecClientThatNeverReads(t *testing.T) {
 	baseline := runtime.NumGoroutine()
 
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	flood, err := pb.NewDaemonClient(conn).Exec(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	flood.Send(&pb.ExecRequest{Msg: &pb.ExecRequest_Start{Start: &pb.ExecStart{Session: "s",
-		Command: "sh -c 'echo $$ > " + pidFile + "; exec yes'", Cwd: "/", Env: env}}})
+	flood := rawConn(t, c.StateDir())
+	flood.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "s",
+		Command: "sh -c 'echo $$ > " + pidFile + "; exec yes'", Dir: "/", Env: env}})
 	pid := testproc.PidFile(t, pidFile, 20*time.Second)
 
 	began := time.Now()
 	var out bytes.Buffer
 	ctx2, cancel2 := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel2()
-	_, err = c.Exec(ctx2, "s", "echo second", client.ExecOptions{Env: env, Dir: "/", Stdout: &out})
+	_, err := c.Exec(ctx2, "s", "echo second", client.ExecOptions{Env: env, Dir: "/", Stdout: &out})
 	took := time.Since(began)
 	alive := testproc.Alive(pid)
 	t.Logf("second command after %v: %q %v", took.Round(time.Millisecond), out.String(), err)
@@ -128,18 +142,24 @@ func TestExecClientThatNeverReads(t *testing.T) {
 	}
 	// The reader-less client, reading at last, gets what was sent before
 	// the stop and then the reason, not a result.
+	flood.Net().SetReadDeadline(time.Now().Add(20 * time.Second))
 	for {
-		m, err := flood.Recv()
+		typ, b, err := flood.ReadFrame(wire.MaxControl)
 		if err != nil {
-			if s, _ := status.FromError(err); s.Code() != codes.Aborted || !strings.Contains(s.Message(), "read none") {
-				t.Fatalf("the reader-less call ended with %v, want Aborted", err)
+			t.Fatalf("the reader-less call ended with %v, not an error frame", err)
+		}
+		if typ == wire.FrameError {
+			var e wire.Error
+			if wire.Decode(b, &e); e.Kind != wire.KindNotReading || !strings.Contains(e.Message, "read none") {
+				t.Fatalf("the reader-less call ended with %+v, want not_reading", e)
 			}
 			break
 		}
-		if m.GetResult() != nil {
-			t.Fatalf("the reader-less call got a result: %v", m.GetResult())
+		if typ == wire.FrameReply {
+			t.Fatalf("the reader-less call got a result: %s", b)
 		}
 	}
+	flood.Net().Close()
 	// Every goroutine of the two streams ends with them (the sender held
 	// in its blocked Send included).
 	deadline := time.Now().Add(5 * time.Second)

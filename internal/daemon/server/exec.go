@@ -1,0 +1,353 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/wire"
+	"github.com/corral-dev/corral/session"
+)
+
+// DefaultSendStall is how long the daemon waits for a client to take one
+// frame of its command's output (the socket's buffers full) before it
+// stops the command. A live client never comes near it: a reader
+// descheduled, paging or swapping takes milliseconds to seconds. Yet it is
+// well under the patience of the clients queued behind on the same
+// session: an agent tool call is commonly cut at 60 s, a person waits
+// less.
+const DefaultSendStall = 30 * time.Second
+
+// Why a command of an exec call was stopped, as the context's cause.
+var (
+	errClientCancelled  = errors.New("cancelled by the client")
+	errClientKilled     = errors.New("killed at the client's request")
+	errClientGone       = errors.New("the client went away")
+	errClientNotReading = errors.New("the client read none of the command's output")
+	errBadStream        = errors.New("the client broke the exec protocol")
+)
+
+// stdinQueue bounds the stdin frames received but not yet taken by the
+// command: past it the daemon stops reading the connection (the client's
+// sends block), so a cancel or kill sent behind undelivered stdin waits
+// until the command reads or ends. With frames of at most wire.MaxStdin
+// (64 KiB), a call queues at most 1 MiB.
+const stdinQueue = 16
+
+// execCall is one exec call after its Exec was read and checked: the
+// receiver of the client's frames, the sender of output and result, and
+// what the client asked for or did wrong.
+type execCall struct {
+	c        *wire.Conn
+	stall    time.Duration
+	cancel   context.CancelCauseFunc // the command's context
+	escalate chan struct{}           // closed by a kill frame
+	escOnce  sync.Once
+	done     chan struct{} // closed when the command has returned
+	stdin    chan []byte   // to the stdin writer; nil without stdin; closed by the receiver
+	next     chan next     // the receiver's last read: the next call's header
+
+	// sendMu orders sends (one frame in flight) and guards the fields
+	// that follow. rest is what a stall cut off of the frame in flight.
+	sendMu  sync.Mutex
+	stalled bool
+	rest    []byte
+
+	mu  sync.Mutex
+	bad string // the first protocol violation
+}
+
+type next struct {
+	h   wire.Header
+	err error
+}
+
+// request is the core's request for the wire's Exec, checked once here.
+func request(e *wire.Exec) (daemon.ExecRequest, error) {
+	r := daemon.ExecRequest{Session: e.Session, Command: e.Command, Oneshot: e.Oneshot, Dir: e.Dir, Env: e.Env, Cwd: e.Cwd,
+		Options: session.Options{
+			Timeout:   time.Duration(e.TimeoutMs) * time.Millisecond,
+			MaxOutput: e.MaxOutput,
+			// The client's --grace and --signal, for this command only.
+			Grace: time.Duration(e.GraceMs) * time.Millisecond,
+		}}
+	if e.StopSignal > 0 {
+		r.Options.StopSignal = syscall.Signal(e.StopSignal)
+	}
+	if e.TimeoutMs < 0 {
+		r.Options.Timeout = -1 // refused by CheckExec
+	}
+	return r, daemon.CheckExec(&r)
+}
+
+// exec runs one exec call: it receives the client's stdin, cancel and
+// kill frames, sends the command's output as it comes, and the result
+// last (after the core recorded the session's state).
+func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wire.Header, error), bool) {
+	direct := func() (wire.Header, error) { return c.ReadHeader() }
+	req, err := request(e)
+	if err != nil {
+		return direct, c.WriteError(wireErr(err)) == nil
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	x := &execCall{c: c, stall: s.stall, cancel: cancel, escalate: make(chan struct{}), done: make(chan struct{}),
+		next: make(chan next, 1)}
+	req.Options.Stdout = chunkWriter(func(b []byte) error { return x.send(wire.FrameStdout, b) })
+	req.Options.Stderr = chunkWriter(func(b []byte) error { return x.send(wire.FrameStderr, b) })
+	req.Options.Escalate = x.escalate
+	var stdin *io.PipeReader
+	if e.Stdin {
+		pr, pw := io.Pipe()
+		req.Options.Stdin, stdin = pr, pr
+		x.stdin = make(chan []byte, stdinQueue)
+		go writeStdin(pw, x.stdin)
+	}
+	go x.receive()
+
+	res, err := s.d.Exec(ctx, peer, req)
+	close(x.done)
+	if stdin != nil {
+		stdin.CloseWithError(io.ErrClosedPipe) // the writer drops what is left
+	}
+	what := e.Session
+	if e.Oneshot {
+		what = "oneshot"
+	}
+	if bad := x.violation(); bad != "" {
+		fate := "the command did not run"
+		if res != nil {
+			switch res.Outcome {
+			case corral.OutcomeCancelled:
+				fate = "the command was stopped"
+			case corral.OutcomeStartFailed:
+			default:
+				fate = fmt.Sprintf("the command had ended (%s, exit %d)", res.Outcome, res.ExitCode)
+			}
+			if res.StateNotSaved != nil {
+				fate += "; the session's state was not saved: " + res.StateNotSaved.Error()
+			}
+		}
+		s.cfg.Log.Warn("malformed exec call refused", "session", what, "err", bad, "fate", fate)
+		x.finish(&wire.Error{Kind: wire.KindBadRequest, Message: bad + "; " + fate})
+		return nil, false // the stream is out of step: close it
+	}
+	if x.isStalled() {
+		s.cfg.Log.Warn("client read none of its command's output; command stopped", "session", what, "bound", s.stall)
+		x.finish(&wire.Error{Kind: wire.KindNotReading, Message: fmt.Sprintf("%v for %v: the daemon stopped the command", errClientNotReading, s.stall)})
+		return nil, false
+	}
+	if err != nil {
+		if x.send(wire.FrameError, mustJSON(wireErr(err))) != nil {
+			return nil, false
+		}
+		return x.following, true
+	}
+	w := wire.FromResult(res.Result)
+	w.Cwd = res.Cwd
+	if res.StateNotSaved != nil {
+		w.StateNotSaved = res.StateNotSaved.Error()
+	}
+	if err := x.send(wire.FrameReply, mustJSON(w)); err != nil {
+		if errors.Is(err, errClientNotReading) {
+			s.cfg.Log.Warn("client read none of its command's output; result not sent", "session", what, "bound", s.stall)
+			x.finish(&wire.Error{Kind: wire.KindNotReading, Message: fmt.Sprintf("%v for %v: the result could not be sent", errClientNotReading, s.stall)})
+		}
+		return nil, false
+	}
+	return x.following, true
+}
+
+// following returns the next call's header, as the receiver read it.
+func (x *execCall) following() (wire.Header, error) {
+	n := <-x.next
+	return n.h, n.err
+}
+
+// finish sends the last frame of a call that ends the connection: first
+// what a stall cut off, then e, each bounded by the stall bound.
+func (x *execCall) finish(e *wire.Error) {
+	x.sendMu.Lock()
+	defer x.sendMu.Unlock()
+	nc := x.c.Net()
+	nc.SetWriteDeadline(time.Now().Add(x.stall))
+	defer nc.SetWriteDeadline(time.Time{})
+	if len(x.rest) > 0 {
+		if x.c.WriteRest(x.rest) != nil {
+			return
+		}
+		x.rest = nil
+	}
+	x.c.WriteError(e)
+}
+
+// send sends one frame, waiting at most the stall bound for the client to
+// take it. Past the bound the command is stopped and every later send
+// fails at once (the command's output from then on is dropped).
+func (x *execCall) send(typ byte, b []byte) error {
+	x.sendMu.Lock()
+	defer x.sendMu.Unlock()
+	if x.stalled {
+		return errClientNotReading
+	}
+	nc := x.c.Net()
+	nc.SetWriteDeadline(time.Now().Add(x.stall))
+	frame, n, err := x.c.Write(typ, b)
+	nc.SetWriteDeadline(time.Time{})
+	if err != nil && timedOut(err) {
+		x.stalled, x.rest = true, frame[n:]
+		x.cancel(errClientNotReading)
+		return errClientNotReading
+	}
+	return err
+}
+
+func (x *execCall) isStalled() bool {
+	x.sendMu.Lock()
+	defer x.sendMu.Unlock()
+	return x.stalled
+}
+
+// receive reads the client's frames until the call ends (then it reads
+// the next call's header and hands it on) or the client breaks the
+// protocol or goes away. A violation stops the command (as a cancel:
+// grace, then kill) and ends the reading; the call then fails with
+// bad_request. The connection closing cancels the command.
+func (x *execCall) receive() {
+	stdinOpen := x.stdin != nil
+	defer func() {
+		if stdinOpen {
+			close(x.stdin) // a client that stopped sending has no more stdin
+		}
+	}()
+	ended := func() bool {
+		select {
+		case <-x.done:
+			return true
+		default:
+			return false
+		}
+	}
+	for {
+		h, err := x.c.ReadHeader()
+		if err != nil {
+			x.cancel(errClientGone)
+			x.next <- next{err: err}
+			return
+		}
+		if h.Type == wire.FrameCall && ended() {
+			x.next <- next{h: h} // the client's next call
+			return
+		}
+		limit := wire.MaxControl
+		if h.Type == wire.FrameStdin {
+			limit = wire.MaxStdin
+		}
+		b, err := x.c.ReadPayload(h, limit)
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			x.violate(fmt.Sprintf("a stdin frame of %d bytes (at most %d KiB each)", h.Len, wire.MaxStdin>>10))
+			x.next <- next{err: err}
+			return
+		}
+		if err != nil {
+			x.cancel(errClientGone)
+			x.next <- next{err: err}
+			return
+		}
+		if ended() && h.Type != wire.FrameCall {
+			continue // stdin, cancel or kill that crossed the result: too late
+		}
+		bad := ""
+		switch h.Type {
+		case wire.FrameStdin, wire.FrameEOF:
+			switch {
+			case x.stdin == nil:
+				bad = "stdin on an exec call whose Exec announced none (stdin: false)"
+			case !stdinOpen:
+				bad = "stdin after stdin end of file"
+			case h.Type == wire.FrameStdin:
+				select {
+				case x.stdin <- b:
+				case <-x.done:
+				}
+			default:
+				close(x.stdin)
+				stdinOpen = false
+			}
+		case wire.FrameCall:
+			bad = "a second call while an exec call runs (one call at a time per connection)"
+		case wire.FrameCancel:
+			var cn wire.Cancel
+			if len(b) > 0 && wire.Decode(b, &cn) != nil {
+				bad = "a malformed cancel frame"
+				break
+			}
+			if cn.Signal > 0 {
+				x.cancel(fmt.Errorf("%w: %w", errClientCancelled, &corral.StopCause{Signal: syscall.Signal(cn.Signal)}))
+			} else {
+				x.cancel(errClientCancelled)
+			}
+		case wire.FrameKill:
+			x.cancel(errClientKilled)
+			x.escOnce.Do(func() { close(x.escalate) })
+		default:
+			bad = fmt.Sprintf("a %q frame (want stdin, end of file, cancel or kill)", h.Type)
+		}
+		if bad != "" {
+			x.violate(bad)
+			x.next <- next{err: errBadStream}
+			return
+		}
+	}
+}
+
+func (x *execCall) violate(why string) {
+	x.mu.Lock()
+	if x.bad == "" {
+		x.bad = why
+	}
+	x.mu.Unlock()
+	x.cancel(fmt.Errorf("%w: %s", errBadStream, why))
+}
+
+func (x *execCall) violation() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.bad
+}
+
+// writeStdin writes the stdin chunks to the command's stdin pipe, in
+// order, and closes it after the last; once the command is done (the pipe
+// closed for reading) it drops the rest until chunks is closed.
+func writeStdin(pw *io.PipeWriter, chunks <-chan []byte) {
+	for b := range chunks {
+		if _, err := pw.Write(b); err != nil {
+			for range chunks {
+			}
+			return
+		}
+	}
+	pw.Close()
+}
+
+// chunkWriter sends each Write as frames of at most wire.MaxOutputChunk.
+type chunkWriter func([]byte) error
+
+func (w chunkWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), wire.MaxOutputChunk)
+		if err := w(p[:k]); err != nil {
+			return n, err
+		}
+		n += k
+		p = p[k:]
+	}
+	return n, nil
+}

@@ -1,0 +1,69 @@
+package server
+
+import (
+	"net"
+	"sync"
+)
+
+// The server's bounds on what clients can make it hold. Every client of
+// the socket has the daemon's uid (others are refused at the handshake),
+// but a buggy or hostile one must not be able to grow the daemon without
+// bound. With them, what the server holds for clients is at most
+//
+//	maxConns × (64 KiB read buffer + one control frame of wire.MaxControl + stdinQueue × wire.MaxStdin)
+//
+// that is 64 × (64 KiB + 4 MiB + 1 MiB) ≈ 330 MiB if every connection
+// sent a maximal call at once, and a few KiB for anything a normal client
+// does. A frame's payload is read only after its header says how long it
+// is, so no frame larger than its bound is ever buffered; a connection
+// must send its Hello within wire.HandshakeBound and may stay
+// wire.IdleBound between calls. One call runs at a time per connection.
+const (
+	// maxConns bounds the connections served at once; further ones wait
+	// in the listen backlog until one closes. Each CLI call is one.
+	maxConns = 64
+)
+
+// connLimit is a listener that serves at most n connections at once:
+// Accept waits while n are open, leaving new ones in the kernel's backlog.
+type connLimit struct {
+	net.Listener
+	slots  chan struct{}
+	closed chan struct{}
+	close  func() error
+}
+
+func limitConns(l net.Listener, n int) net.Listener {
+	c := &connLimit{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
+	c.close = sync.OnceValue(func() error { close(c.closed); return l.Close() })
+	return c
+}
+
+func (l *connLimit) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
+}
+
+// Close closes the listener, ending an Accept that waits for a slot.
+func (l *connLimit) Close() error { return l.close() }
+
+// limitedConn gives its slot back when closed (once, however often).
+type limitedConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
+}

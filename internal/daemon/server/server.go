@@ -1,0 +1,410 @@
+// Package server serves the daemon's core (internal/daemon) to clients
+// over the wire protocol (internal/wire): it listens on the state
+// directory's unix socket, bounds what clients can make it hold, learns
+// each peer's uid (SO_PEERCRED) and passes it to the core as its
+// daemon.Peer, validates each request once, here, and maps the core's
+// errors to wire kinds in one place (kindOf). Remote access adds a TLS
+// listener whose peers are named by their certificates.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/unixsock"
+	"github.com/corral-dev/corral/internal/wire"
+	"github.com/corral-dev/corral/session"
+)
+
+// Config describes a daemon and how it is served.
+type Config struct {
+	daemon.Config
+	// SendStall bounds how long one frame of a command's output may wait
+	// for its client to read (0 means DefaultSendStall): past it the
+	// daemon stops the command (grace, then kill), freeing its session's
+	// turn, and logs it.
+	SendStall time.Duration
+}
+
+// Server is a daemon served on its unix socket.
+type Server struct {
+	cfg   Config
+	d     *daemon.Daemon
+	lis   net.Listener
+	sock  string
+	stall time.Duration
+
+	// mu guards the fields that follow.
+	mu       sync.Mutex
+	conns    map[*conn]struct{}
+	stopping bool
+
+	calls  sync.WaitGroup // calls under way
+	conned sync.WaitGroup // connection goroutines
+	accept sync.WaitGroup // the accept loop
+	once   sync.Once
+}
+
+// conn is one client connection; busy while a call runs on it (guarded by
+// Server.mu).
+type conn struct {
+	nc   net.Conn
+	busy bool
+}
+
+// Bounds of a stop.
+const (
+	// stopBound is how long a stop lets running calls finish before the
+	// core lets their sessions go (the commands go on in their shells).
+	stopBound = 5 * time.Second
+	// flushBound is how long a stopping daemon then lets the last results
+	// reach their clients.
+	flushBound = 2 * time.Second
+)
+
+// Open opens the daemon of cfg.StateDir (its store first: only one daemon
+// holds it), listens on its socket, and recovers its sessions. Serve then
+// answers clients.
+func Open(cfg Config) (*Server, error) {
+	if err := unixsock.PeerCheckSupported(); err != nil {
+		return nil, err // a daemon does not serve what it cannot check
+	}
+	d, err := daemon.Open(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	sock := wire.SocketPath(cfg.StateDir)
+	lis, err := unixsock.Listen(sock)
+	if errors.Is(err, unixsock.ErrInUse) {
+		err = daemon.Running(cfg.StateDir, err)
+	}
+	if err != nil {
+		d.Close()
+		return nil, err
+	}
+	s := &Server{cfg: cfg, d: d, lis: limitConns(lis, maxConns), sock: sock, stall: cfg.SendStall, conns: map[*conn]struct{}{}}
+	if s.stall <= 0 {
+		s.stall = DefaultSendStall
+	}
+	d.Start()
+	return s, nil
+}
+
+// Daemon is the core this server serves.
+func (s *Server) Daemon() *daemon.Daemon { return s.d }
+
+// Serve answers clients until a client asks the daemon to stop or ctx
+// ends, then stops: see shutdown. Sessions keep running after it returns.
+func (s *Server) Serve(ctx context.Context) error {
+	s.accept.Add(1)
+	go func() {
+		defer s.accept.Done()
+		var backoff time.Duration
+		for {
+			nc, err := s.lis.Accept()
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			if err != nil {
+				// Out of descriptors or memory, say: this daemon's own
+				// shortage, which a connection closing (or a take-over
+				// given up) ends. Wait a little and accept again, as
+				// net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.cfg.Log.Warn("cannot accept a connection; trying again", "err", err, "in", backoff)
+				select {
+				case <-time.After(backoff):
+				case <-ctx.Done():
+					return
+				case <-s.d.StopRequested():
+					return
+				}
+				continue
+			}
+			backoff = 0
+			s.conned.Add(1)
+			go s.serveConn(nc)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+	case <-s.d.StopRequested():
+	}
+	s.shutdown()
+	return nil
+}
+
+// shutdown stops serving: it stops accepting and closes idle connections,
+// lets calls under way finish within stopBound, then has the core let
+// every session go without stopping its shell (a command still running
+// goes on; its caller gets an error) and end its oneshots, lets the last
+// results reach their clients within flushBound, closes what is left, and
+// closes the core. It kills nothing and purges no record.
+func (s *Server) shutdown() {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.stopping = true
+		for c := range s.conns {
+			if !c.busy {
+				c.nc.Close()
+			}
+		}
+		s.mu.Unlock()
+		s.lis.Close()
+		s.accept.Wait()
+		if !waitFor(&s.calls, stopBound) {
+			// Let go first: a call cut off now must not be taken as its
+			// command's cancellation.
+			s.d.Release()
+			waitFor(&s.calls, flushBound)
+		}
+		s.mu.Lock()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		waitFor(&s.conned, flushBound)
+		s.d.Close()
+	})
+}
+
+// waitFor waits for wg up to bound and reports whether it ended.
+func waitFor(wg *sync.WaitGroup, bound time.Duration) bool {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(bound):
+		return false
+	}
+}
+
+// begin marks c busy with a call, unless the server is stopping.
+func (s *Server) begin(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	c.busy = true
+	s.calls.Add(1)
+	return true
+}
+
+// end marks c idle again; a stopping server closes it.
+func (s *Server) end(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.busy = false
+	s.calls.Done()
+	if s.stopping {
+		c.nc.Close()
+	}
+}
+
+// serveConn serves one connection: the handshake, then its calls in turn.
+func (s *Server) serveConn(nc net.Conn) {
+	defer s.conned.Done()
+	c := &conn{nc: nc}
+	s.mu.Lock()
+	stopping := s.stopping
+	if !stopping {
+		s.conns[c] = struct{}{}
+	}
+	s.mu.Unlock()
+	defer func() {
+		nc.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+	if stopping {
+		return
+	}
+	wc := wire.NewConn(nc)
+	peer, ok := s.handshake(wc)
+	if !ok {
+		return
+	}
+	next := func() (wire.Header, error) { return wc.ReadHeader() }
+	for {
+		nc.SetReadDeadline(time.Now().Add(wire.IdleBound))
+		h, err := next()
+		if err != nil {
+			return
+		}
+		// The rest of the call's frame must follow at once.
+		nc.SetReadDeadline(time.Now().Add(wire.HandshakeBound))
+		if !s.begin(c) {
+			wc.WriteError(&wire.Error{Kind: wire.KindStopping, Message: daemon.ErrStopping.Error()})
+			return
+		}
+		next, ok = s.call(wc, peer, h)
+		s.end(c)
+		if !ok {
+			return
+		}
+	}
+}
+
+// handshake reads the client's Hello, learns who it is, and answers.
+func (s *Server) handshake(c *wire.Conn) (daemon.Peer, bool) {
+	c.Net().SetReadDeadline(time.Now().Add(wire.HandshakeBound))
+	typ, b, err := c.ReadFrame(wire.MaxHello)
+	if err != nil {
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			c.WriteError(&wire.Error{Kind: wire.KindBadRequest, Message: err.Error()})
+		}
+		return daemon.Peer{}, false
+	}
+	if typ != wire.FrameHello {
+		c.WriteError(&wire.Error{Kind: wire.KindBadRequest, Message: fmt.Sprintf("the first frame must be a Hello, not %q", typ)})
+		return daemon.Peer{}, false
+	}
+	var h wire.Hello
+	if err := wire.Decode(b, &h); err != nil {
+		c.WriteError(err.(*wire.Error))
+		return daemon.Peer{}, false
+	}
+	v, werr := wire.Negotiate(h)
+	if werr != nil {
+		c.WriteError(werr)
+		return daemon.Peer{}, false
+	}
+	raw := c.Net()
+	if lc, ok := raw.(*limitedConn); ok {
+		raw = lc.Conn
+	}
+	uid, err := unixsock.PeerUID(raw)
+	if err != nil {
+		c.WriteError(&wire.Error{Kind: wire.KindPermission, Message: "cannot learn who you are: " + err.Error()})
+		return daemon.Peer{}, false
+	}
+	peer := daemon.Peer{UID: uid}
+	if err := s.d.Authorize(peer); err != nil {
+		c.WriteError(wireErr(err))
+		return daemon.Peer{}, false
+	}
+	if c.WriteJSON(wire.FrameWelcome, wire.Welcome{Version: v, Pid: os.Getpid()}) != nil {
+		return daemon.Peer{}, false
+	}
+	return peer, true
+}
+
+// call serves one call whose header is h. It returns how to read the
+// next call's header, and false if the connection is to be closed (out of
+// step, or broken).
+func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wire.Header, error), bool) {
+	direct := func() (wire.Header, error) { return c.ReadHeader() }
+	if h.Type != wire.FrameCall {
+		c.WriteError(&wire.Error{Kind: wire.KindBadRequest, Message: fmt.Sprintf("a %q frame where a call was expected", h.Type)})
+		return nil, false
+	}
+	b, err := c.ReadPayload(h, wire.MaxControl)
+	if err != nil {
+		if errors.Is(err, wire.ErrFrameTooLarge) {
+			c.WriteError(&wire.Error{Kind: wire.KindBadRequest, Message: "a call of " + err.Error()})
+		}
+		return nil, false
+	}
+	c.Net().SetReadDeadline(time.Time{})
+	var call wire.Call
+	if err := wire.Decode(b, &call); err != nil {
+		return direct, c.WriteError(err.(*wire.Error)) == nil
+	}
+	ctx := context.Background()
+	reply := func(v any, err error) (func() (wire.Header, error), bool) {
+		if err != nil {
+			return direct, c.WriteError(wireErr(err)) == nil
+		}
+		return direct, c.WriteJSON(wire.FrameReply, v) == nil
+	}
+	switch call.Call {
+	case wire.CallExec:
+		if call.Exec == nil {
+			return reply(nil, fmt.Errorf("%w: an exec call without its exec", daemon.ErrBadRequest))
+		}
+		return s.exec(c, peer, call.Exec)
+	case wire.CallList:
+		list, err := s.d.List(ctx, peer)
+		out := wire.Sessions{Sessions: make([]wire.Session, 0, len(list))}
+		for _, si := range list {
+			out.Sessions = append(out.Sessions, wire.Session{Name: si.Name, State: si.State, Shell: si.Shell, Cwd: si.Cwd,
+				CreatedUnix: si.Created.Unix(), LastUsedUnix: si.LastUsed.Unix(), ShellPid: si.ShellPid, Busy: si.Busy, Reason: si.Reason})
+		}
+		return reply(out, err)
+	case wire.CallKill:
+		k := call.Kill
+		if k == nil {
+			k = &wire.Kill{}
+		}
+		if k.All == (len(k.Names) > 0) {
+			return reply(nil, fmt.Errorf("%w: name sessions to kill, or all", daemon.ErrBadRequest))
+		}
+		killed, err := s.d.Kill(ctx, peer, k.Names, k.All)
+		return reply(wire.Killed{Killed: nonNil(killed)}, err)
+	case wire.CallStatus:
+		st, err := s.d.Status(ctx, peer)
+		return reply(wire.Status{Pid: st.Pid, Socket: s.sock, StateDir: st.StateDir, Sessions: st.Sessions,
+			StartedUnix: st.Started.Unix(), Isolation: string(st.Isolation)}, err)
+	case wire.CallStop:
+		return reply(struct{}{}, s.d.Stop(ctx, peer))
+	}
+	return reply(nil, fmt.Errorf("%w: unknown call %q (want exec, list, kill, status or stop)", daemon.ErrBadRequest, call.Call))
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// kindOf is the wire kind of an error of the core (or of this server):
+// the one place they are mapped.
+func kindOf(err error) wire.Kind {
+	switch {
+	case errors.Is(err, daemon.ErrBadRequest):
+		return wire.KindBadRequest
+	case errors.Is(err, daemon.ErrNotFound):
+		return wire.KindNotFound
+	case errors.Is(err, daemon.ErrStopping):
+		return wire.KindStopping
+	case errors.Is(err, daemon.ErrBroken):
+		return wire.KindBroken
+	case errors.Is(err, daemon.ErrRecovering):
+		return wire.KindRecovering
+	case errors.Is(err, daemon.ErrPermission):
+		return wire.KindPermission
+	case errors.Is(err, session.ErrClosed):
+		return wire.KindSessionClosed
+	case errors.Is(err, errClientNotReading):
+		return wire.KindNotReading
+	}
+	return wire.KindInternal
+}
+
+func wireErr(err error) *wire.Error { return &wire.Error{Kind: kindOf(err), Message: err.Error()} }
+
+// timedOut reports whether err is a deadline passing.
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, syscall.ETIMEDOUT)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain structs are sent
+	}
+	return b
+}

@@ -1,0 +1,132 @@
+package wire
+
+import "fmt"
+
+// Hello is the client's first frame.
+type Hello struct {
+	Protocol string `json:"protocol"` // "corral"
+	Versions []int  `json:"versions"`
+}
+
+// Protocol is Hello.Protocol.
+const Protocol = "corral"
+
+// Welcome is the daemon's answer to Hello.
+type Welcome struct {
+	Version int `json:"version"`
+	Pid     int `json:"pid"`
+}
+
+// Negotiate picks the version to speak with a client that sent h: the
+// highest one both speak, or an error of kind unsupported_version.
+func Negotiate(h Hello) (int, *Error) {
+	if h.Protocol != Protocol {
+		return 0, &Error{Kind: KindVersion, Message: fmt.Sprintf("not a corral client (protocol %q)", h.Protocol)}
+	}
+	best := 0
+	for _, v := range h.Versions {
+		if v <= Version && v > best {
+			best = v
+		}
+	}
+	if best == 0 {
+		return 0, &Error{Kind: KindVersion, Message: fmt.Sprintf("no protocol version in common: the client speaks %v, this daemon 1 to %d; upgrade the older of the two", h.Versions, Version)}
+	}
+	return best, nil
+}
+
+// Call names.
+const (
+	CallExec   = "exec"
+	CallList   = "list"
+	CallKill   = "kill"
+	CallStatus = "status"
+	CallStop   = "stop"
+)
+
+// Call is one call.
+type Call struct {
+	Call string `json:"call"`
+	Exec *Exec  `json:"exec,omitempty"`
+	Kill *Kill  `json:"kill,omitempty"`
+}
+
+// Exec is what to run, and where.
+type Exec struct {
+	// Session names the session (created on first use); "" with Oneshot.
+	Session string `json:"session,omitempty"`
+	// Command is shell code.
+	Command string `json:"command"`
+	// Oneshot runs the command in a fresh contained shell instead.
+	Oneshot bool `json:"oneshot,omitempty"`
+	// Dir and Env are where a session created by this command starts, and
+	// where a oneshot command runs: the client's working directory and
+	// environment.
+	Dir string   `json:"dir,omitempty"`
+	Env []string `json:"env,omitempty"`
+	// Cwd, if set, is entered before the command (an absolute path): in a
+	// session the cd persists. A Cwd that cannot be entered fails the
+	// command before it starts (outcome start_failed).
+	Cwd string `json:"cwd,omitempty"`
+	// Stdin says whether stdin frames follow (else the command reads EOF).
+	Stdin bool `json:"stdin,omitempty"`
+	// TimeoutMs bounds the command (0: none); MaxOutput its stdout+stderr
+	// in bytes (0: none).
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	MaxOutput int64 `json:"max_output,omitempty"`
+	// GraceMs, if not 0, replaces the session's grace period for this
+	// command (negative: SIGKILL at once); StopSignal, if not 0, is the
+	// first signal a timeout or cancel sends instead of SIGTERM.
+	GraceMs    int64 `json:"grace_ms,omitempty"`
+	StopSignal int   `json:"stop_signal,omitempty"`
+}
+
+// Cancel is the payload of a cancel frame.
+type Cancel struct {
+	Signal int `json:"signal,omitempty"`
+}
+
+// Kill ends sessions.
+type Kill struct {
+	Names []string `json:"names,omitempty"`
+	All   bool     `json:"all,omitempty"`
+}
+
+// Killed is the reply to Kill.
+type Killed struct {
+	Killed []string `json:"killed"`
+}
+
+// Session describes one session as the daemon lists it.
+type Session struct {
+	Name string `json:"name"`
+	// State is up, down, broken or recovering.
+	State        string `json:"state"`
+	Shell        string `json:"shell"`
+	Cwd          string `json:"cwd"`
+	CreatedUnix  int64  `json:"created_unix"`
+	LastUsedUnix int64  `json:"last_used_unix"`
+	// ShellPid is the pid of the session's shell, which holds the session
+	// (0 when it is down).
+	ShellPid int  `json:"shell_pid"`
+	Busy     bool `json:"busy,omitempty"`
+	// Reason says why a session is broken or still recovering.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Sessions is the reply to List.
+type Sessions struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// Status describes the daemon.
+type Status struct {
+	Pid         int    `json:"pid"`
+	Socket      string `json:"socket"`
+	StateDir    string `json:"state_dir"`
+	Sessions    int    `json:"sessions"`
+	StartedUnix int64  `json:"started_unix"`
+	// Isolation is how the daemon contains the shells of the sessions it
+	// creates and its oneshots.
+	Isolation string `json:"isolation"`
+}
