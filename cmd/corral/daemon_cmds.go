@@ -390,7 +390,7 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 				for _, s := range list {
 					e := map[string]any{"name": s.Name, "state": s.State, "shell": s.Shell, "cwd": s.Cwd,
 						"created": s.Created.UTC(), "last_used": s.LastUsed.UTC(),
-						"keeper_pid": s.ShellPid, "busy": s.Busy}
+						"shell_pid": s.ShellPid, "busy": s.Busy}
 					if s.Reason != "" {
 						e["reason"] = s.Reason
 					}

@@ -113,11 +113,11 @@ func (e *daemonEnv) awaitSocket(answers bool, d time.Duration, what string) {
 }
 
 type lsEntry struct {
-	Name      string `json:"name"`
-	State     string `json:"state"`
-	Cwd       string `json:"cwd"`
-	KeeperPid int    `json:"keeper_pid"`
-	LastUsed  string `json:"last_used"`
+	Name     string `json:"name"`
+	State    string `json:"state"`
+	Cwd      string `json:"cwd"`
+	ShellPid int    `json:"shell_pid"`
+	LastUsed string `json:"last_used"`
 }
 
 func (e *daemonEnv) ls() map[string]lsEntry {
@@ -167,7 +167,7 @@ func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 			t.Fatalf("%s mode %v", d, fi)
 		}
 	}
-	before := e.ls()["s1"].KeeperPid
+	before := e.ls()["s1"].ShellPid
 	_, errs, rc := e.run("exec", "-s", "s1", "--timeout", "300ms", "--", "sleep 60 & setsid sleep 60 & sleep 60")
 	if rc != 124 {
 		t.Fatalf("timeout: exit %d %s", rc, errs)
@@ -186,10 +186,10 @@ func TestDaemonSessionsPersistAndTimeoutResets(t *testing.T) {
 	if out, _ := e.exec("s1", `echo "$PWD ${V:-unset} ${L:-unset}"`); out != dir+" 1 unset\n" {
 		t.Fatalf("after the timeout: %q", out)
 	}
-	if after := e.ls()["s1"].KeeperPid; after == before {
+	if after := e.ls()["s1"].ShellPid; after == before {
 		t.Fatalf("the shell was not replaced after the timeout (pid %d)", after)
 	}
-	if s := e.ls()["s1"]; s.State != "up" || s.KeeperPid == 0 {
+	if s := e.ls()["s1"]; s.State != "up" || s.ShellPid == 0 {
 		t.Fatalf("ls %+v", s)
 	}
 	// Bad input: names, flags. Each is one line on stderr, naming the
@@ -293,7 +293,7 @@ func TestDaemonKeepsNoneOfItsStartersDescriptors(t *testing.T) {
 			}
 		}
 	}
-	holding(daemon, e.ls()["fds"].KeeperPid)
+	holding(daemon, e.ls()["fds"].ShellPid)
 	if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", daemon)); cwd != "/" {
 		t.Errorf("the daemon pins its starter's working directory %s", cwd)
 	}
@@ -310,7 +310,7 @@ func TestDaemonKeepsNoneOfItsStartersDescriptors(t *testing.T) {
 	go d.Wait()
 	e.awaitSocket(true, 10*time.Second, "the daemon started by hand does not listen")
 	e.exec("fds2", "true")
-	holding(e.ls()["fds"].KeeperPid, e.ls()["fds2"].KeeperPid)
+	holding(e.ls()["fds"].ShellPid, e.ls()["fds2"].ShellPid)
 	e.run("daemon", "stop")
 	r.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadAll(r); err != nil {
@@ -420,15 +420,15 @@ func testKilledSessionsSurvive(t *testing.T, iso string) {
 		t.Fatal("the client of the interrupted command exited 0")
 	}
 	for name, s := range before {
-		if !testproc.Alive(s.KeeperPid) {
+		if !testproc.Alive(s.ShellPid) {
 			t.Fatalf("session %s's shell died with the daemon", name)
 		}
 	}
-	if got := shellIsolation(t, before["idle"].KeeperPid); got != iso {
+	if got := shellIsolation(t, before["idle"].ShellPid); got != iso {
 		t.Fatalf("the shell is contained by %s, want %s", got, iso)
 	}
 	after := e.ls() // starts a new daemon, which takes the shells over
-	if s := after["idle"]; s.State != "up" || s.KeeperPid != before["idle"].KeeperPid {
+	if s := after["idle"]; s.State != "up" || s.ShellPid != before["idle"].ShellPid {
 		t.Fatalf("idle after restart: %+v (was %+v)", s, before["idle"])
 	}
 	if log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log")); !strings.Contains(string(log), "took over shell") {
@@ -528,15 +528,15 @@ func TestDaemonRebootKeepsRecords(t *testing.T) {
 	s := e.ls()["r"]
 	e.run("daemon", "stop")
 	// A reboot: every shell gone, the state directory kept.
-	syscall.Kill(s.KeeperPid, syscall.SIGKILL) // ours: recorded by our daemon
-	waitGone(s.KeeperPid, 5*time.Second)
+	syscall.Kill(s.ShellPid, syscall.SIGKILL) // ours: recorded by our daemon
+	waitGone(s.ShellPid, 5*time.Second)
 	if got := e.ls()["r"]; got.State != "down" {
 		t.Fatalf("after the reboot: %+v", got)
 	}
 	if out, rc := e.exec("r", `echo "$PWD $SAVED"`); rc != 0 || out != dir+" env\n" {
 		t.Fatalf("restored session: %q %d", out, rc)
 	}
-	if got := e.ls()["r"]; got.State != "up" || got.KeeperPid == s.KeeperPid {
+	if got := e.ls()["r"]; got.State != "up" || got.ShellPid == s.ShellPid {
 		t.Fatalf("after exec: %+v", got)
 	}
 }
@@ -548,7 +548,7 @@ func TestDaemonStopKeepsEverything(t *testing.T) {
 	if _, errs, rc := e.run("daemon", "stop"); rc != 0 {
 		t.Fatalf("stop: %d %s", rc, errs)
 	}
-	if !testproc.Alive(before["a"].KeeperPid) {
+	if !testproc.Alive(before["a"].ShellPid) {
 		t.Fatal("stopping the daemon killed a session")
 	}
 	if out, _ := e.exec("a", "echo $A"); out != "1\n" {
@@ -664,7 +664,7 @@ func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 	out, _ := c.StdoutPipe()
 	c.Start()
 	out.Read(make([]byte, 3))
-	shellPid := e.ls()["orphaned"].KeeperPid
+	shellPid := e.ls()["orphaned"].ShellPid
 	dpid := e.daemonPid()
 	syscall.Kill(dpid, syscall.SIGSTOP)
 	syscall.Kill(shellPid, syscall.SIGKILL)
@@ -819,7 +819,7 @@ func TestDaemonStopWhileACommandRuns(t *testing.T) {
 	e := newDaemonEnv(t)
 	goFile := filepath.Join(e.state, "go")
 	e.exec("busy", "export KEEP=1")
-	shell := e.ls()["busy"].KeeperPid
+	shell := e.ls()["busy"].ShellPid
 	c := cli(t, e.mark, e.state, "exec", "-s", "busy", "--", "echo up; while [ ! -e "+goFile+" ]; do sleep 0.01; done; echo finished")
 	var out bytes.Buffer
 	pr, pw, _ := os.Pipe()
@@ -850,7 +850,7 @@ func TestDaemonStopWhileACommandRuns(t *testing.T) {
 	if !testproc.Alive(shell) {
 		t.Fatal("stopping the daemon killed the session")
 	}
-	if s := e.ls()["busy"]; s.State != "up" || s.KeeperPid != shell {
+	if s := e.ls()["busy"]; s.State != "up" || s.ShellPid != shell {
 		t.Fatalf("record after stop: %+v", s)
 	}
 	if got, _ := e.exec("busy", "echo $KEEP"); got != "1\n" {
@@ -869,8 +869,8 @@ func TestDaemonListingDuringRestoreIsWhole(t *testing.T) {
 	before := e.ls()
 	e.run("daemon", "stop")
 	for _, s := range before { // a reboot: the shells die, the records stay
-		syscall.Kill(s.KeeperPid, syscall.SIGKILL) // ours: recorded by our daemon
-		waitGone(s.KeeperPid, 5*time.Second)
+		syscall.Kill(s.ShellPid, syscall.SIGKILL) // ours: recorded by our daemon
+		waitGone(s.ShellPid, 5*time.Second)
 	}
 	e.ls() // a new daemon: every session down
 	var wg sync.WaitGroup
@@ -886,7 +886,7 @@ func TestDaemonListingDuringRestoreIsWhole(t *testing.T) {
 			switch {
 			case s.Cwd != dirs[i]:
 				t.Fatalf("listing %d: %s lost its cwd: %+v", listings, name, s)
-			case s.State == "up" && (s.KeeperPid == 0 || !testproc.Alive(s.KeeperPid)):
+			case s.State == "up" && (s.ShellPid == 0 || !testproc.Alive(s.ShellPid)):
 				t.Fatalf("listing %d: %s up without a live shell: %+v", listings, name, s)
 			case s.State != "up" && s.State != "down":
 				t.Fatalf("listing %d: %s in state %q", listings, name, s.State)
@@ -1108,7 +1108,7 @@ func TestDaemonKillWhileACommandRuns(t *testing.T) {
 	c.Stderr = &errb
 	c.Start()
 	out.Read(make([]byte, 3))
-	shell := e.ls()["victim"].KeeperPid
+	shell := e.ls()["victim"].ShellPid
 	if _, errs, rc := e.run("kill", "victim"); rc != 0 {
 		t.Fatalf("kill: %d %s", rc, errs)
 	}

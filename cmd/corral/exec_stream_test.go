@@ -31,7 +31,7 @@ func TestExecStateIsDurableWhenAcknowledged(t *testing.T) {
 		if _, rc := e.exec("d", "true"); rc != 0 { // the daemon and the shell are up
 			t.Fatalf("trial %d: exec rc %d", i, rc)
 		}
-		shell, dpid := e.ls()["d"].KeeperPid, e.daemonPid()
+		shell, dpid := e.ls()["d"].ShellPid, e.daemonPid()
 		if shell == 0 || dpid == 0 {
 			t.Fatalf("trial %d: shell %d daemon %d", i, shell, dpid)
 		}

@@ -110,7 +110,7 @@ func TestDaemonServesWhileRecoveryIsSlow(t *testing.T) {
 	}
 	for name, s := range e.ls() {
 		if strings.HasPrefix(name, "slow") {
-			shells = append(shells, s.KeeperPid)
+			shells = append(shells, s.ShellPid)
 		}
 	}
 	holder := exec.Command(os.Args[0])
@@ -275,9 +275,9 @@ func TestDaemonTakeOverShortOfDescriptors(t *testing.T) {
 		}
 		time.Sleep(2500 * time.Millisecond) // its first attempts, and a few retries
 		for name, s := range before {
-			if !testproc.Alive(s.KeeperPid) {
+			if !testproc.Alive(s.ShellPid) {
 				stop()
-				t.Fatalf("session %s's shell %d was stopped by a daemon limited to %d descriptors:\n%s", name, s.KeeperPid, limit, log())
+				t.Fatalf("session %s's shell %d was stopped by a daemon limited to %d descriptors:\n%s", name, s.ShellPid, limit, log())
 			}
 		}
 		out, _, rc := e.run("ls", "--json")
@@ -306,8 +306,8 @@ func TestDaemonTakeOverShortOfDescriptors(t *testing.T) {
 	// It goes on trying, without touching the shells.
 	time.Sleep(2 * time.Second)
 	for name, s := range before {
-		if !testproc.Alive(s.KeeperPid) {
-			t.Errorf("session %s's shell %d was stopped by a daemon retrying its take-over", name, s.KeeperPid)
+		if !testproc.Alive(s.ShellPid) {
+			t.Errorf("session %s's shell %d was stopped by a daemon retrying its take-over", name, s.ShellPid)
 		}
 	}
 	if out, _, rc := e.run("ls", "--json"); rc != 0 || !strings.Contains(out, `"state":"recovering"`) || !strings.Contains(out, "too many open files") {
@@ -322,7 +322,7 @@ func TestDaemonTakeOverShortOfDescriptors(t *testing.T) {
 	d = nil
 	after := e.ls()
 	for name, s := range before {
-		if a := after[name]; a.State != "up" || a.KeeperPid != s.KeeperPid {
+		if a := after[name]; a.State != "up" || a.ShellPid != s.ShellPid {
 			t.Errorf("%s after descriptors came back: %+v (was %+v)", name, a, s)
 			continue
 		}

@@ -137,7 +137,7 @@ func TestTakeoverRefusesSwappedFifos(t *testing.T) {
 			t.Errorf("sent through the other user's FIFO (%d): %q", i, b[:n])
 		}
 	}
-	if s := list["fine"]; s.State != "up" || s.KeeperPid != before["fine"].KeeperPid {
+	if s := list["fine"]; s.State != "up" || s.ShellPid != before["fine"].ShellPid {
 		t.Errorf("the untouched session: %+v", s)
 	}
 	out, _, _ := e.run("ls", "--json")
@@ -145,7 +145,7 @@ func TestTakeoverRefusesSwappedFifos(t *testing.T) {
 		if list[s].State != "broken" {
 			t.Errorf("%s: %+v, want broken", s, list[s])
 		}
-		if !testproc.Alive(before[s].KeeperPid) {
+		if !testproc.Alive(before[s].ShellPid) {
 			t.Errorf("%s: the shell was killed at the refusal", s)
 		}
 	}
@@ -160,7 +160,7 @@ func TestTakeoverRefusesSwappedFifos(t *testing.T) {
 	if out, rc := e.exec("swapped", "echo $V"); rc != 0 || out != "swapped\n" {
 		t.Errorf("swapped, after: %q %d", out, rc)
 	}
-	if !waitGone(before["swapped"].KeeperPid, 5*time.Second) {
+	if !waitGone(before["swapped"].ShellPid, 5*time.Second) {
 		t.Errorf("the old shell of swapped was not reaped")
 	}
 	// Still open to others: refused, naming the directory.

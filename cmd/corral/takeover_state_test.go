@@ -61,8 +61,8 @@ func TestTakeoverStateSurvivesAReboot(t *testing.T) {
 		t.Errorf("the idle session's last use moved from %s to %s at the take-over", idleUsed, got)
 	}
 	e.run("daemon", "stop")
-	syscall.Kill(before.KeeperPid, syscall.SIGKILL) // ours: recorded by our daemon
-	if !waitGone(before.KeeperPid, 5*time.Second) {
+	syscall.Kill(before.ShellPid, syscall.SIGKILL) // ours: recorded by our daemon
+	if !waitGone(before.ShellPid, 5*time.Second) {
 		t.Fatal("the shell did not die")
 	}
 	if out, rc := e.exec("s", `echo "$PWD $PHASE"`); rc != 0 || out != later+" after\n" {

@@ -667,17 +667,17 @@ type SessionsInput struct{}
 
 // SessionInfo describes one session.
 type SessionInfo struct {
-	Name      string `json:"name"`
-	State     string `json:"state" jsonschema:"up, down or broken"`
-	Shell     string `json:"shell"`
-	Cwd       string `json:"cwd"`
-	Busy      bool   `json:"busy" jsonschema:"a command is running in it"`
-	Job       string `json:"job,omitempty" jsonschema:"the job of this server running in it"`
-	KeeperPid int    `json:"keeper_pid"`
-	Created   string `json:"created"`
-	LastUsed  string `json:"last_used"`
-	Reason    string `json:"reason,omitempty" jsonschema:"why it is broken"`
-	Default   bool   `json:"default,omitempty" jsonschema:"the server's default session"`
+	Name     string `json:"name"`
+	State    string `json:"state" jsonschema:"up, down or broken"`
+	Shell    string `json:"shell"`
+	Cwd      string `json:"cwd"`
+	Busy     bool   `json:"busy" jsonschema:"a command is running in it"`
+	Job      string `json:"job,omitempty" jsonschema:"the job of this server running in it"`
+	ShellPid int    `json:"shell_pid"`
+	Created  string `json:"created"`
+	LastUsed string `json:"last_used"`
+	Reason   string `json:"reason,omitempty" jsonschema:"why it is broken"`
+	Default  bool   `json:"default,omitempty" jsonschema:"the server's default session"`
 }
 
 // SessionsOutput is the reply of sessions.
@@ -708,7 +708,7 @@ func (s *Server) sessions(ctx context.Context, req *mcp.CallToolRequest, in Sess
 	var b strings.Builder
 	for _, ss := range list {
 		out.Sessions = append(out.Sessions, SessionInfo{Name: ss.Name, State: ss.State, Shell: ss.Shell, Cwd: ss.Cwd,
-			Busy: ss.Busy, Job: running[ss.Name], KeeperPid: ss.ShellPid, Created: ss.Created.UTC().Format(time.RFC3339),
+			Busy: ss.Busy, Job: running[ss.Name], ShellPid: ss.ShellPid, Created: ss.Created.UTC().Format(time.RFC3339),
 			LastUsed: ss.LastUsed.UTC().Format(time.RFC3339), Reason: ss.Reason, Default: ss.Name == s.cfg.Session})
 	}
 	sort.Slice(out.Sessions, func(a, c int) bool { return out.Sessions[a].Name < out.Sessions[c].Name })
