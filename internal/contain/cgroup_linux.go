@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/corral-dev/corral/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -334,17 +333,22 @@ func hadGroupSignal(pid, pgid int, before map[int]bool) bool {
 	return err == nil && g == pgid
 }
 
-// gotGroupSignal reports whether pid surely had the signal sent to group
-// pgid at tick: it is in the group and started in an earlier clock tick. A
-// child whose fork was in flight then got it too (the kernel restarts such
-// a fork), but one forked just after by a parent that had the signal
-// blocked (a shell blocks signals around fork) did not, and it starts in
-// the same tick or later: it gets a signal of its own. (A process started
-// in the same tick just before the group signal gets two; one forked just
-// after must not get none.)
-func gotGroupSignal(pid, pgid int, tick uint64) bool {
-	st, err := proc.ReadStat(pid)
-	return err == nil && st.Pgid == pgid && st.StartTime < tick
+// gotGroupSignal reports whether the member surely had the signal sent to
+// group pgid at tick: it is in the group and started in an earlier clock
+// tick. A child whose fork was in flight then got it too (the kernel
+// restarts such a fork), but one forked just after by a parent that had
+// the signal blocked (a shell blocks signals around fork) did not, and it
+// starts in the same tick or later: it gets a signal of its own. (A process
+// started in the same tick just before the group signal gets two; one
+// forked just after must not get none.) The start time is the scan's; the
+// group is asked for with getpgid, a small fraction of the cost of reading
+// the stat line again (see hadGroupSignal).
+func (m member) gotGroupSignal(pgid int, tick uint64) bool {
+	if m.start >= tick {
+		return false
+	}
+	g, err := unix.Getpgid(m.pid)
+	return err == nil && g == pgid
 }
 
 // bootTicks is the time now in the unit of a process's start time: clock

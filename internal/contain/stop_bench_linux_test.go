@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral/internal/proc"
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
@@ -15,7 +16,7 @@ import (
 // signalled), in one run: learning which members had the group signal from
 // a listing taken before it and getpgid (hadGroupSignal, what Terminate
 // does) against reading every member's /proc/PID/stat for its group and
-// start time (gotGroupSignal, what it did). The processes are the same and
+// start time (statHadGroupSignal, what it did). The processes are the same and
 // nothing dies meanwhile, so the ratio is the checks' own cost; on a loaded
 // machine the whole stop (BenchmarkCancel) moves too much to show it.
 func BenchmarkGroupSignalCheck(b *testing.B) {
@@ -68,7 +69,7 @@ func BenchmarkGroupSignalCheck(b *testing.B) {
 		}
 		had := 0
 		for _, p := range pids {
-			if gotGroupSignal(p, pgid, tick) {
+			if statHadGroupSignal(p, pgid, tick) {
 				had++
 			}
 		}
@@ -104,4 +105,11 @@ func BenchmarkGroupSignalCheck(b *testing.B) {
 	b.ReportMetric(per(byStat), "stat-ms")
 	b.ReportMetric(per(byListing), "listing-ms")
 	b.ReportMetric(float64(byListing)/float64(byStat), "x-stat")
+}
+
+// statHadGroupSignal is the check Terminate made before hadGroupSignal: pid
+// is in group pgid and started before tick, from its /proc/PID/stat.
+func statHadGroupSignal(pid, pgid int, tick uint64) bool {
+	st, err := proc.ReadStat(pid)
+	return err == nil && st.Pgid == pgid && st.StartTime < tick
 }
