@@ -30,6 +30,10 @@ import (
 //	tmux/exec    tmux send-keys + wait-for against corral exec (goal >= 2)
 //	version/empty corral --version      against an empty Go program (goal <= 1.5)
 //
+// With CORRAL_CLISPEED_OLD=/path/to/another/corral, that binary's run and
+// --version are timed in the same loop too (run-old, version-old), for a
+// before/after from one run.
+//
 // corral is built here with CGO_ENABLED=0, as the README builds it, and
 // only run as a program, so the figures hold whatever transport it uses to
 // reach its daemon. Run it with enough ops for stable medians:
@@ -96,6 +100,15 @@ func BenchmarkCLISpeed(b *testing.B) {
 		{name: "empty", run: func() error { return run(empty) }},
 		{name: "version", run: func() error { return run(corral, "--version") }},
 	}
+	// CORRAL_CLISPEED_OLD names another corral binary (an older build, say)
+	// to time in the same loop: its run and --version are reported beside
+	// this one's, with the ratios new/old.
+	old := os.Getenv("CORRAL_CLISPEED_OLD")
+	if old != "" {
+		cmds = append(cmds,
+			&timed{name: "run-old", run: func() error { return run(old, "run", "--", "true") }},
+			&timed{name: "version-old", run: func() error { return run(old, "--version") }})
+	}
 	tmuxWhy := ""
 	if _, err := exec.LookPath("tmux"); err != nil {
 		tmuxWhy = "tmux is not installed"
@@ -132,6 +145,10 @@ func BenchmarkCLISpeed(b *testing.B) {
 	b.ReportMetric(med["run"]/med["timeout"], "run/timeout")
 	b.ReportMetric(med["exec"]/med["bash"], "exec/bash")
 	b.ReportMetric(med["version"]/med["empty"], "version/empty")
+	if old != "" {
+		b.ReportMetric(med["run"]/med["run-old"], "run/run-old")
+		b.ReportMetric(med["version"]/med["version-old"], "version/version-old")
+	}
 	if tmuxWhy == "" {
 		b.ReportMetric(med["tmux"]/med["exec"], "tmux/exec")
 	} else {
