@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/corral-dev/corral/internal/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -206,11 +205,11 @@ type cgroupTree struct {
 	// only the tree's processes. Not for an adopted tree, nor once some
 	// were released (they keep the group id).
 	ownGroup bool
-	// groupSent: the group was sent SIGTERM at groupTick (clock ticks
-	// after boot); its members started before then need no signal of
-	// their own.
-	groupSent bool
-	groupTick uint64
+	// groupSent: the group was sent SIGTERM; groupBefore holds the
+	// members listed just before that. A process in it that is in the
+	// group had the signal and needs no signal of its own.
+	groupSent   bool
+	groupBefore map[int]bool
 	// zombie: the root is left unreaped when it exits, until Close.
 	zombie bool
 }
@@ -287,33 +286,69 @@ func (t *cgroupTree) Members() ([]int, error) { return cgroupProcs(t.dir) }
 // process preempt the signaller to tear itself down, which made a graceful
 // stop of a 1000-process tree take 1.5 times as long as cgroup.kill. The
 // members outside the group (setsid, setpgid) are then signalled one by
-// one; those in the group are only marked (see gotGroupSignal).
+// one; those in the group are only marked.
+//
+// Which members had the group signal is learnt from a listing of the
+// cgroup taken just before it and from getpgid: a member listed then and
+// in the group now had it. One that is not listed was forked after the
+// listing: it gets a signal of its own (two, if its fork ended between the
+// listing and the group signal). A listed pid cannot have been reused by a
+// later member meanwhile: pids are handed out in turn up to pid_max. This
+// costs one listing and a getpgid per member; reading each member's
+// /proc/PID/stat for its group and start time instead cost 13-30 us per
+// member here (the kernel computes the whole stat line), 13-30 ms for a
+// 1000-process tree: most of what a graceful stop took beyond cgroup.kill.
 func (t *cgroupTree) Terminate() error {
 	if t.ownGroup {
 		t.ownGroup = false // once
-		tick := bootTicks()
-		if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err == nil || errors.Is(err, unix.ESRCH) {
-			t.groupSent, t.groupTick = true, tick
-		} // else none had it: each is signalled below
+		if before, err := cgroupProcs(t.dir); err == nil {
+			t.groupBefore = make(map[int]bool, len(before))
+			for _, pid := range before {
+				t.groupBefore[pid] = true
+			}
+			if err := unix.Kill(-t.ident.Pgid, unix.SIGTERM); err == nil || errors.Is(err, unix.ESRCH) {
+				t.groupSent = true
+			} // else none had it: each is signalled below
+		} // else the group is not signalled: each member is, below
 	}
 	var inGroup func(pid int) bool
 	if t.groupSent {
-		inGroup = func(pid int) bool { return gotGroupSignal(pid, t.ident.Pgid, t.groupTick) }
+		inGroup = func(pid int) bool { return hadGroupSignal(pid, t.ident.Pgid, t.groupBefore) }
 	}
 	return terminateCgroup(t.dir, t.termed, inGroup)
 }
 
-// gotGroupSignal reports whether pid surely had the signal sent to group
-// pgid at tick: it is in the group and started in an earlier clock tick. A
-// child whose fork was in flight then got it too (the kernel restarts such
-// a fork), but one forked just after by a parent that had the signal
-// blocked (a shell blocks signals around fork) did not, and it starts in
-// the same tick or later: it gets a signal of its own. (A process started
-// in the same tick just before the group signal gets two; one forked just
-// after must not get none.)
-func gotGroupSignal(pid, pgid int, tick uint64) bool {
-	st, err := proc.ReadStat(pid)
-	return err == nil && st.Pgid == pgid && st.StartTime < tick
+// hadGroupSignal reports whether pid surely had the signal sent to group
+// pgid just after before was listed: it was listed, and is in the group.
+// A member that changed its group around the signal is judged by its group
+// now, as by the start-time check this replaced: one that left the group
+// after the signal gets a second signal; one that joined it after the
+// signal gets none of its own, and is killed with the rest once the grace
+// is over.
+func hadGroupSignal(pid, pgid int, before map[int]bool) bool {
+	if !before[pid] {
+		return false
+	}
+	g, err := unix.Getpgid(pid)
+	return err == nil && g == pgid
+}
+
+// gotGroupSignal reports whether the member surely had the signal sent to
+// group pgid at tick: it is in the group and started in an earlier clock
+// tick. A child whose fork was in flight then got it too (the kernel
+// restarts such a fork), but one forked just after by a parent that had
+// the signal blocked (a shell blocks signals around fork) did not, and it
+// starts in the same tick or later: it gets a signal of its own. (A process
+// started in the same tick just before the group signal gets two; one
+// forked just after must not get none.) The start time is the scan's; the
+// group is asked for with getpgid, a small fraction of the cost of reading
+// the stat line again (see hadGroupSignal).
+func (m member) gotGroupSignal(pgid int, tick uint64) bool {
+	if m.start >= tick {
+		return false
+	}
+	g, err := unix.Getpgid(m.pid)
+	return err == nil && g == pgid
 }
 
 // bootTicks is the time now in the unit of a process's start time: clock

@@ -518,7 +518,7 @@ func (t *pgroupTree) Terminate() error {
 			t.termed[m] = true
 			// One SIGTERM each: those the group signal reached get
 			// none of their own.
-			if !t.groupSent || !gotGroupSignal(m.pid, t.ident.Pgid, t.groupTick) {
+			if !t.groupSent || !m.gotGroupSignal(t.ident.Pgid, t.groupTick) {
 				fresh = append(fresh, m)
 			}
 		}

@@ -37,7 +37,7 @@ func (t *pgroupTree) terminateWith(sig unix.Signal, sent map[int]bool) error {
 	for _, m := range ms {
 		if !sent[m.pid] {
 			sent[m.pid] = true
-			if !t.sigGroupSent || !gotGroupSignal(m.pid, t.ident.Pgid, t.sigGroupTick) {
+			if !t.sigGroupSent || !m.gotGroupSignal(t.ident.Pgid, t.sigGroupTick) {
 				fresh = append(fresh, m)
 			}
 		}

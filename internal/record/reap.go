@@ -1,6 +1,7 @@
 package record
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -119,7 +120,8 @@ func removeRecord(s Store, res Reaped, dry bool, act, dryAct Action) Reaped {
 }
 
 // removeStaleTemps removes temporary files of writes that a crash
-// interrupted; a write in flight is younger than a minute.
+// interrupted (a write in flight is younger than a minute), and records
+// that cannot be read and were last changed before this boot (staleBad).
 func removeStaleTemps(dir string) {
 	tmps, _ := filepath.Glob(filepath.Join(dir, ".*.tmp-*"))
 	for _, t := range tmps {
@@ -127,4 +129,39 @@ func removeStaleTemps(dir string) {
 			os.Remove(t)
 		}
 	}
+	recs, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, r := range recs {
+		if staleBad(r) && !readable(r) {
+			os.Remove(r)
+		}
+	}
+}
+
+// staleBad reports whether the file at path was last changed before this
+// boot (with a margin for the boot time's rounding): if it cannot be read
+// as a record, it is one torn by a power loss (records are not fsynced) or
+// written by another corral under an earlier boot; either way it names no
+// process alive now. Where the boot time is unknown, nothing is stale.
+func staleBad(path string) bool {
+	boot := bootTime()
+	if boot.IsZero() {
+		return false
+	}
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.ModTime().Before(boot.Add(-bootMargin))
+}
+
+// bootMargin is how much earlier than the boot time a file must have been
+// changed to count as of an earlier boot.
+const bootMargin = 2 * time.Second
+
+// readable reports whether the file at path holds a record this build
+// reads.
+func readable(path string) bool {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	var r Record
+	return json.Unmarshal(b, &r) == nil && r.Version == Version && r.ID+".json" == filepath.Base(path)
 }

@@ -120,3 +120,39 @@ func TestRecordFormatUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// TestBadRecordsOfAnEarlierBootAreRemoved: records are not fsynced, so a
+// power loss can leave a torn one (empty, or cut short). Such a file, and
+// any unreadable record last changed before this boot, names no live tree:
+// List does not report it and Reap removes it. An unreadable record of this
+// boot (a newer corral's, say) is still reported and kept.
+func TestBadRecordsOfAnEarlierBootAreRemoved(t *testing.T) {
+	if bootTime().IsZero() {
+		t.Skip("boot time unknown on this system: nothing is taken for an earlier boot's")
+	}
+	s := Store{Dir: testproc.TempDir(t)}
+	before := bootTime().Add(-time.Hour)
+	for name, body := range map[string]string{"empty.json": "", "torn.json": `{"version":1,"id":"to`, "future.json": `{"version":99,"id":"future"}`} {
+		p := filepath.Join(s.Dir, name)
+		os.WriteFile(p, []byte(body), 0o600)
+		os.Chtimes(p, before, before)
+	}
+	now := filepath.Join(s.Dir, "now.json")
+	os.WriteFile(now, []byte(`{"version":99,"id":"now"}`), 0o600)
+	good := &Record{ID: "good", OwnerPid: 1, Identity: corral.Identity{Isolation: "cgroup", Pid: 5, Pgid: 5, StartTime: 9, BootID: "an-earlier-boot"}}
+	if err := s.Write(good); err != nil {
+		t.Fatal(err)
+	}
+	recs, errs := s.List()
+	if len(recs) != 1 || len(errs) != 1 || !errors.Is(errs[0], ErrBadRecord) {
+		t.Fatalf("want the good record and one error (now.json), got %+v %v", recs, errs)
+	}
+	_, errs = Reap(s, false)
+	if len(errs) != 1 {
+		t.Fatalf("reap errors %v", errs)
+	}
+	left, _ := filepath.Glob(filepath.Join(s.Dir, "*"))
+	if len(left) != 1 || left[0] != now {
+		t.Fatalf("left after reap: %v (want only %s)", left, now)
+	}
+}
