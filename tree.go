@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"syscall"
@@ -106,7 +108,13 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		}
 		growPipe(outW)
 	}
-	if c.StderrFile == nil {
+	merged := c.StdoutFile == nil && c.StderrFile == nil && SameWriter(c.Stdout, c.Stderr)
+	if merged {
+		// Both streams go to one writer: one pipe, so what the command
+		// wrote arrives in the order it wrote it (two pipes read by two
+		// goroutines cannot keep that order). All of it counts as stdout.
+		errW = outW
+	} else if c.StderrFile == nil {
 		if errR, errW, err = os.Pipe(); err != nil {
 			closeAll(outR, outW)
 			return fail(err)
@@ -148,6 +156,9 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		spec.Path = "/bin/sh"
 		spec.Argv = append([]string{"sh", path}, spec.Argv[1:]...)
 		ct, err = contain.Start(iso, spec)
+	}
+	if merged {
+		errW = nil // the same file as outW
 	}
 	closeAll(outW, errW)
 	stdinDone(ct != nil)
@@ -579,4 +590,16 @@ func dedupEnv(env []string) []string {
 		}
 	}
 	return out
+}
+
+// SameWriter reports whether a and b are one writer (not nil), without
+// comparing values whose type cannot be compared (that would panic). A Cmd
+// (or a session command) whose Stdout and Stderr are one writer gets one
+// pipe for both, so their order is kept.
+func SameWriter(a, b io.Writer) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
 }

@@ -530,6 +530,7 @@ type Result struct {
 // request builds the wire request of one command, once.
 func request(name, code string, o *ExecOptions) (*wire.Exec, error) {
 	e := &wire.Exec{Session: name, Command: code, Oneshot: o.Oneshot, Dir: o.Dir, Env: o.Env, Stdin: o.Stdin != nil,
+		Merge:     corral.SameWriter(o.Stdout, o.Stderr),
 		TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, GraceMs: o.Grace.Milliseconds(), StopSignal: int(o.StopSignal)}
 	if e.Env == nil {
 		e.Env = os.Environ()

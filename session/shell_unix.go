@@ -529,7 +529,7 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 // commandLineV is commandLine, with verbose saying that the last command
 // left verbose on.
 func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
-	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false)
+	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false, false)
 }
 
 // commandLineS is commandLineV, with status the last command's exit
@@ -553,7 +553,12 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 // exec: then the stdin is a redirection of the eval, as it was before
 // (its saved descriptor takes 10 while the command runs), and the next
 // command keeps the spent FIFO as its stdin (end of file, as /dev/null).
-func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn bool) string {
+//
+// merged (the caller gave one writer for stdout and stderr) sends the
+// code's stderr to its stdout, so that what it wrote arrives in the order it
+// wrote it: a redirection of the eval, which, as for a function named
+// exec, takes descriptor 10 while the command runs.
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool) string {
 	var b strings.Builder
 	b.Grow(len(code) + 56 + len(p.fn) + len(stdin))
 	if unsetEval {
@@ -586,6 +591,9 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 		b.WriteString(quote(code))
 	default:
 		b.WriteString(quote(code))
+	}
+	if merged {
+		b.WriteString(" 2>&1")
 	}
 	if redirStdin && stdin != "" {
 		b.WriteString(" <")
@@ -673,7 +681,8 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		stdin = in.path
 	}
-	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn)
+	merged := corral.SameWriter(opts.Stdout, opts.Stderr)
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn, merged)
 	sh.stdinSet = stdin != "" && !sh.execFn
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)

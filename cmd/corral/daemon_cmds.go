@@ -281,8 +281,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		return err
 	}
 	// The request, built once: the daemon checks it.
-	opts := client.ExecOptions{Stdout: stdout, Stderr: stderr, Timeout: f.timeout, Oneshot: f.oneshot,
+	opts := client.ExecOptions{Timeout: f.timeout, Oneshot: f.oneshot,
 		Env: os.Environ(), StopSignal: stopSig}
+	opts.Stdout, opts.Stderr = merged(stdout, stderr)
 	if f.maxOutput != "" {
 		n, err := parseSize(f.maxOutput)
 		if err != nil || n <= 0 {

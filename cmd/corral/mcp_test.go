@@ -108,9 +108,9 @@ func TestMCPExec(t *testing.T) {
 	// (exit in a session's shell would end the shell: the session
 	// restarts, and the result says so.)
 	o := execOK(t, cs, map[string]any{"command": "echo hi; echo oops >&2; sh -c 'exit 3'"})
-	// Two pipes: the daemon does not keep their relative order (issue 10).
+	// One channel for both streams: the order they were written in.
 	if o.Status != "done" || o.Outcome != "exited" || o.ExitCode == nil || *o.ExitCode != 3 ||
-		(o.Output != "hi\noops\n" && o.Output != "oops\nhi\n") || o.Error != "" {
+		o.Output != "hi\noops\n" || o.Error != "" {
 		t.Fatalf("exec: %+v", o)
 	}
 	want := mcpserver.DefaultSession(c.Dir)
@@ -291,10 +291,11 @@ func TestMCPMergedOrder(t *testing.T) {
 	if len(out) != 200 || len(errs) != 200 || out[199] != "out200" || errs[199] != "err200" {
 		t.Fatalf("merged output lost lines: %d out, %d err", len(out), len(errs))
 	}
-	// The daemon sends the two pipes as it reads them: exact write order
-	// needs one channel (issue 10). Report what came.
-	t.Logf("merged order: %d of 400 lines away from write order (exact: %v); first lines: %q",
-		moved, o.Output == want.String(), lines[:8])
+	// One channel for both streams (the session's command has its stderr
+	// on its stdout): exactly the write order.
+	if moved != 0 || o.Output != want.String() {
+		t.Fatalf("merged order: %d of 400 lines away from write order; first lines: %q", moved, lines[:8])
+	}
 }
 
 // startTree runs in the session a tree of n sleeps whose pids it writes

@@ -110,7 +110,8 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 		return err
 	}
 	cmd.Isolation = iso
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.Stdin = stdin
+	cmd.Stdout, cmd.Stderr = merged(stdout, stderr)
 	// On a terminal, hand it to the command while it runs, or a command
 	// that reads it would be stopped (SIGTTIN) for reading from a
 	// background group.

@@ -70,6 +70,10 @@ type Exec struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Stdin says whether stdin frames follow (else the command reads EOF).
 	Stdin bool `json:"stdin,omitempty"`
+	// Merge asks for stdout and stderr as one stream, in the order the
+	// command wrote them (the client sends both to one place): all output
+	// then comes in stdout frames and counts as stdout.
+	Merge bool `json:"merge,omitempty"`
 	// TimeoutMs bounds the command (0: none); MaxOutput its stdout+stderr
 	// in bytes (0: none).
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`

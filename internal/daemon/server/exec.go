@@ -99,8 +99,11 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	defer cancel(nil)
 	x := &execCall{c: c, stall: s.stall, cancel: cancel, escalate: make(chan struct{}), done: make(chan struct{}),
 		next: make(chan next, 1)}
-	req.Options.Stdout = chunkWriter(func(b []byte) error { return x.send(wire.FrameStdout, b) })
-	req.Options.Stderr = chunkWriter(func(b []byte) error { return x.send(wire.FrameStderr, b) })
+	out := &chunkWriter{func(b []byte) error { return x.send(wire.FrameStdout, b) }}
+	req.Options.Stdout, req.Options.Stderr = out, out // one writer: merged, in order
+	if !e.Merge {
+		req.Options.Stderr = &chunkWriter{func(b []byte) error { return x.send(wire.FrameStderr, b) }}
+	}
 	req.Options.Escalate = x.escalate
 	var stdin *io.PipeReader
 	if e.Stdin {
@@ -336,14 +339,16 @@ func writeStdin(pw *io.PipeWriter, chunks <-chan []byte) {
 	pw.Close()
 }
 
-// chunkWriter sends each Write as frames of at most wire.MaxOutputChunk.
-type chunkWriter func([]byte) error
+// chunkWriter sends what is written as frames of at most MaxOutputChunk.
+// A pointer, so that one writer for both streams is seen to be one
+// (corral.SameWriter) and the command's output is merged in order.
+type chunkWriter struct{ send func([]byte) error }
 
-func (w chunkWriter) Write(p []byte) (int, error) {
+func (w *chunkWriter) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		k := min(len(p), wire.MaxOutputChunk)
-		if err := w(p[:k]); err != nil {
+		if err := w.send(p[:k]); err != nil {
 			return n, err
 		}
 		n += k
