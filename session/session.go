@@ -265,6 +265,15 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 		restored := s.cfg
 		if fi, err := os.Stat(s.state.Cwd); err == nil && fi.IsDir() {
 			restored.Dir = s.state.Cwd
+		} else if s.state.Cwd != "" && s.state.Cwd != s.cfg.Dir {
+			why := "not a directory"
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				why = pe.Err.Error()
+			} else if err != nil {
+				why = err.Error()
+			}
+			s.note = joinErr(s.note, fmt.Sprintf("the session's working directory %s is gone (%s): the fresh shell starts in %s, where the session was created", s.state.Cwd, why, s.cfg.Dir))
 		}
 		restored.Env = append([]string(nil), s.state.Env...)
 		// The last shell's SHLVL already has bash's one added: the

@@ -485,6 +485,11 @@ func (p protocol) prelude(held bool) string {
 		// again on Attach, when 3 is closed already, it does nothing.
 		b.WriteString("{ exec " + heldChannelFd + "<&3 3<&-;} 2>/dev/null\n")
 	}
+	if p.kind == bashProto {
+		// $0 is the shell, as in bash -c CODE, not the channel it reads
+		// (/dev/fd/3); bash sets $0 from BASH_ARGV0.
+		b.WriteString("BASH_ARGV0=bash\n")
+	}
 	bi, ex := "builtin ", "builtin "
 	head := bi + `printf '\037corral:%s %d %s %s\000' "$1" "$2" "$-" "${PWD-}"; `
 	switch p.kind {
