@@ -151,6 +151,17 @@ type Cmd struct {
 	CPUs       float64
 	PidsMax    int
 
+	// OutputTTY, if set to a terminal (the one Stdout writes to), gives the
+	// root a new pseudo-terminal of that terminal's size as its stdout (and
+	// stderr, when Stdout and Stderr are one writer) instead of a pipe, so
+	// that it sees a terminal (colour, progress bars, line buffering), as
+	// it would run directly or under timeout; its output is relayed and
+	// counted as a pipe's is. Each receive from OutputTTYResize copies the
+	// terminal's size again (a caller forwards SIGWINCH). Where a
+	// pseudo-terminal cannot be made (not Linux, none left), pipes are used.
+	OutputTTY       *os.File
+	OutputTTYResize <-chan struct{}
+
 	// OnStart, if set, is called with the tree's identity before the root
 	// runs its first instruction (so the caller can record it durably). If
 	// it returns an error, the root is killed unrun and the outcome is

@@ -102,7 +102,13 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 	// Pipes: the child's ends are closed here once it has started. A
 	// stream the caller gave a file for gets that file, and no pipe.
 	var outR, outW, errR, errW *os.File
-	if c.StdoutFile == nil {
+	var ptyMaster *os.File
+	if c.StdoutFile == nil && c.OutputTTY != nil {
+		if m, s, err := openOutputPTY(c.OutputTTY); err == nil {
+			outR, outW, ptyMaster = m, s, m
+		}
+	}
+	if c.StdoutFile == nil && outR == nil {
 		if outR, outW, err = os.Pipe(); err != nil {
 			return fail(err)
 		}
@@ -170,6 +176,9 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 	t := newTree(c, ctx, cancel, ct, res.StartedAt)
 	t.stdin = stdin
 	t.rl = newRelay(res.StartedAt, c.MaxOutput, outR, errR, c.Stdout, c.Stderr)
+	if ptyMaster != nil && c.OutputTTYResize != nil {
+		go followSize(ptyMaster, c.OutputTTY, c.OutputTTYResize, t.done)
+	}
 	go t.supervise()
 	return t, nil
 }

@@ -112,6 +112,11 @@ func runMain(f *runFlags, args []string, stdin *os.File, stdout, stderr io.Write
 	cmd.Isolation = iso
 	cmd.Stdin = stdin
 	cmd.Stdout, cmd.Stderr = merged(stdout, stderr)
+	if f.maxOutput == "" {
+		// (--max-output keeps pipes: a terminal's output processing
+		// would count bytes the command did not write.)
+		defer outputTTY(cmd, stdout)()
+	}
 	// On a terminal, hand it to the command while it runs, or a command
 	// that reads it would be stopped (SIGTTIN) for reading from a
 	// background group.

@@ -85,3 +85,44 @@ func TestRunReadsFromTheTerminal(t *testing.T) {
 		t.Fatalf("exit %d, terminal shows %q", got, out.String())
 	}
 }
+
+// TestRunGivesTheCommandATerminal: with corral's stdout a terminal, the
+// command's stdout and stderr are a terminal too (isatty, the same size),
+// as under timeout, and its lines reach the real terminal with one "\r\n"
+// each, not two carriage returns.
+func TestRunGivesTheCommandATerminal(t *testing.T) {
+	mark := testproc.Guard(t, 30*time.Second)
+	state := t.TempDir()
+	master, slave := openPty(t)
+	defer master.Close()
+	ws := &unix.Winsize{Row: 30, Col: 90}
+	if err := unix.IoctlSetWinsize(int(master.Fd()), unix.TIOCSWINSZ, ws); err != nil {
+		t.Fatal(err)
+	}
+	c := cli(t, mark, state, "run", "--timeout", "5s", "--", "sh", "-c", `[ -t 1 ] && echo out-is-a-tty; [ -t 2 ] && echo err-is-a-tty >&2; stty size <&1`)
+	c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	slave.Close()
+	var out bytes.Buffer
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		buf := make([]byte, 256)
+		for {
+			n, err := master.Read(buf)
+			out.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}()
+	err := c.Wait()
+	<-readDone
+	want := "out-is-a-tty\r\nerr-is-a-tty\r\n30 90\r\n"
+	if got := exitCode(err); got != 0 || out.String() != want {
+		t.Fatalf("exit %d, terminal shows %q, want %q", got, out.String(), want)
+	}
+}

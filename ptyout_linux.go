@@ -1,0 +1,44 @@
+package corral
+
+import (
+	"os"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+// openOutputPTY makes the pseudo-terminal a root writes its output to when
+// Cmd.OutputTTY is set: of tty's size, with output processing off (the
+// terminal the bytes are relayed to turns "\n" into "\r\n" itself).
+func openOutputPTY(tty *os.File) (master, slave *os.File, err error) {
+	if _, err := unix.IoctlGetTermios(int(tty.Fd()), unix.TCGETS); err != nil {
+		return nil, nil, err // not a terminal
+	}
+	master, slave, err = pty.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	if sz, err := pty.GetsizeFull(tty); err == nil {
+		pty.Setsize(master, sz)
+	}
+	if t, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS); err == nil {
+		t.Oflag &^= unix.OPOST
+		unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, t)
+	}
+	return master, slave, nil
+}
+
+// followSize copies tty's size to the pseudo-terminal at each resize,
+// until done.
+func followSize(master, tty *os.File, resize <-chan struct{}, done <-chan struct{}) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-resize:
+			if sz, err := pty.GetsizeFull(tty); err == nil {
+				pty.Setsize(master, sz) // the kernel sends the tree SIGWINCH
+			}
+		}
+	}
+}

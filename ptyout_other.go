@@ -1,0 +1,16 @@
+//go:build !linux
+
+package corral
+
+import (
+	"errors"
+	"os"
+)
+
+// openOutputPTY: only Linux gives a root a pseudo-terminal for its output;
+// elsewhere Cmd.OutputTTY falls back to pipes.
+func openOutputPTY(tty *os.File) (master, slave *os.File, err error) {
+	return nil, nil, errors.ErrUnsupported
+}
+
+func followSize(master, tty *os.File, resize <-chan struct{}, done <-chan struct{}) {}
