@@ -148,6 +148,14 @@ type Cmd struct {
 	// Escalate, if set, skips the rest of a grace period when closed: the
 	// tree is killed at once (a second Ctrl-C).
 	Escalate <-chan struct{}
+	// Terminal, if set, is a terminal (the slave side of a PTY) handed to
+	// the root as its descriptors 1 and 2 in place of the output pipes:
+	// the command writes to the terminal, whose master side the caller
+	// reads (Stdout and Stderr are not used; the result counts no output).
+	// A terminal session sets Stdin to the same file and Foreground. See
+	// stdio in tty.go.
+	Terminal *os.File
+
 	// Foreground gives the terminal on Stdin (an *os.File) to the tree's
 	// process group while it runs, as a shell does for a foreground job,
 	// and takes it back for this process's group once the tree has

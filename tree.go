@@ -117,7 +117,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		Argv:       c.Args,
 		Env:        env,
 		Dir:        c.Dir,
-		Files:      append([]*os.File{stdin, outW, errW}, c.ExtraFiles...),
+		Files:      c.stdio(stdin, outW, errW),
 		Marker:     MarkerEnv + "=" + newID(),
 		Foreground: c.Foreground,
 		Limits:     c.limits(),
