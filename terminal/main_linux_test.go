@@ -1,0 +1,28 @@
+//go:build linux
+
+package terminal
+
+import (
+	"os"
+	"testing"
+
+	"github.com/corral-dev/corral/internal/holder"
+)
+
+// holderEnv makes the test binary the holder (as `corral holder` is in
+// corral), and starterEnv a process that opens a session and waits to be
+// killed (see TestHolderSurvivesStarterKill).
+const (
+	holderEnv  = "CORRAL_TERMINAL_TEST_HOLDER"
+	starterEnv = "CORRAL_TERMINAL_TEST_STARTER"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(holderEnv) == "1" {
+		os.Exit(holder.Main(os.Stdin, os.Stdout, os.Stderr))
+	}
+	if dir := os.Getenv(starterEnv); dir != "" {
+		os.Exit(starterMain(dir))
+	}
+	os.Exit(m.Run())
+}
