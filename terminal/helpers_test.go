@@ -86,13 +86,13 @@ func waitText(t *testing.T, tm *Term, re string) {
 
 // pane is a program in a tmux pane on a private server: the oracle.
 type pane struct {
-	t    *testing.T
+	t    testing.TB
 	sock string
 	conf string
 	env  []string
 }
 
-func newPane(t *testing.T, mark string, cols, rows int, env []string, argv ...string) *pane {
+func newPane(t testing.TB, mark string, cols, rows int, env []string, argv ...string) *pane {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed: apt-get install tmux")

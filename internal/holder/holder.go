@@ -84,7 +84,14 @@ func Main(stdin io.Reader, stdout io.WriteCloser, stderr io.Writer) int {
 		ready(Ready{Error: fmt.Sprintf("holder: read the session's spec from standard input: %v", err)})
 		return 2
 	}
-	h, err := start(&spec)
+	// start runs on a goroutine of its own: its deep stack (the Tree's
+	// start, the records) is freed when it ends, not kept for the life of
+	// the session under serve.
+	var h *holder
+	var err error
+	started := make(chan struct{})
+	go func() { defer close(started); h, err = start(&spec) }()
+	<-started
 	if err != nil {
 		ready(Ready{Error: "holder: " + err.Error()})
 		return 1
