@@ -315,8 +315,8 @@ func BenchmarkThroughput(b *testing.B) {
 		b.SetBytes(size)
 		b.ResetTimer()
 		for i := range b.N {
-			f.Write([]byte(fmt.Sprintf("cat %s; printf 'DONE-%%d\\n' %d\r", file, i)))
-			readUntil(b, f, fmt.Sprintf("DONE-%d\r\n", i))
+			f.Write([]byte(fmt.Sprintf("cat %s; printf 'DONE-%%d.\\n' %d\r", file, i)))
+			readUntil(b, f, fmt.Sprintf("DONE-%d.", i))
 		}
 	})
 }

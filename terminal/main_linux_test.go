@@ -15,6 +15,7 @@ import (
 const (
 	holderEnv  = "CORRAL_TERMINAL_TEST_HOLDER"
 	starterEnv = "CORRAL_TERMINAL_TEST_STARTER"
+	attachEnv  = "CORRAL_TERMINAL_TEST_ATTACH"
 )
 
 func TestMain(m *testing.M) {
@@ -23,6 +24,9 @@ func TestMain(m *testing.M) {
 	}
 	if dir := os.Getenv(starterEnv); dir != "" {
 		os.Exit(starterMain(dir))
+	}
+	if dir := os.Getenv(attachEnv); dir != "" {
+		os.Exit(attachMain(dir))
 	}
 	os.Exit(m.Run())
 }

@@ -5,6 +5,7 @@ package terminal
 import (
 	"bytes"
 	"io"
+	"os"
 	"syscall"
 )
 
@@ -17,3 +18,5 @@ const oNoFollow = 0
 // supported is false: there is no PTY to hold here (Windows has ConPTY,
 // which corral does not drive yet).
 const supported = false
+
+func notifyWinch(chan os.Signal) {}

@@ -5,6 +5,8 @@ package terminal
 import (
 	"bytes"
 	"io"
+	"os"
+	"os/signal"
 	"syscall"
 )
 
@@ -18,3 +20,5 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 const oNoFollow = syscall.O_NOFOLLOW
 
 const supported = true
+
+func notifyWinch(c chan os.Signal) { signal.Notify(c, syscall.SIGWINCH) }

@@ -107,3 +107,12 @@ func SetForeground(f *os.File, pgid int) error {
 
 // Foreground returns the foreground process group of the terminal f.
 func Foreground(f *os.File) (int, error) { return foreground(f) }
+
+// Cancelable returns a second file on the terminal f whose reads a
+// deadline or Close can end (Linux: it is put on the runtime's poller,
+// which makes the terminal's open file non-blocking), and a func that
+// closes it and puts the terminal back in blocking mode: call it before
+// the terminal is handed back (a shell reading a non-blocking terminal
+// gets EAGAIN). Where the poller cannot take terminals (macOS) the file
+// is a plain duplicate whose Read ends only with input.
+func Cancelable(f *os.File) (*os.File, func(), error) { return cancelable(f) }

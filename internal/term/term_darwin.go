@@ -24,3 +24,13 @@ func setForeground(f *os.File, pgid int) error {
 // pollable leaves f as it is: macOS's kqueue does not take terminals, so
 // the runtime cannot poll a PTY there and its reads block a thread.
 func pollable(f *os.File) (*os.File, error) { return f, nil }
+
+func cancelable(f *os.File) (*os.File, func(), error) {
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, nil, err
+	}
+	unix.CloseOnExec(fd)
+	nf := os.NewFile(uintptr(fd), f.Name())
+	return nf, func() { nf.Close() }, nil
+}

@@ -48,3 +48,20 @@ func pollable(f *os.File) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), "/dev/ptmx"), nil
 }
+
+func cancelable(f *os.File) (*os.File, func(), error) {
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil, nil, err
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, nil, err
+	}
+	nf := os.NewFile(uintptr(fd), f.Name())
+	return nf, func() {
+		control(nf, func(fd int) error { return unix.SetNonblock(fd, false) })
+		nf.Close()
+	}, nil
+}

@@ -15,3 +15,5 @@ func restore(*os.File, state) error                { return ErrUnsupported }
 func setControlling(*os.File) error                { return ErrUnsupported }
 func setForeground(*os.File, int) error            { return ErrUnsupported }
 func foreground(*os.File) (int, error)             { return 0, ErrUnsupported }
+
+func cancelable(*os.File) (*os.File, func(), error) { return nil, nil, ErrUnsupported }
