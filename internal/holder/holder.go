@@ -281,9 +281,9 @@ func (h *holder) finish() error {
 // readPTY feeds the program's output to the screen model and the
 // attached clients' queues. It never waits for a client.
 func (h *holder) readPTY() {
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 64<<10)
 	for {
-		n, err := h.master.Read(buf)
+		n, err := readBatch(h.master, buf)
 		if n > 0 {
 			h.output(buf[:n])
 		}
