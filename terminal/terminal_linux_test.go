@@ -401,3 +401,58 @@ func TestHolderDeps(t *testing.T) {
 }
 
 var _ = vt.New
+
+func TestStartFailure(t *testing.T) {
+	mark := testproc.Guard(t, time.Minute)
+	dir := filepath.Join(testproc.TempDir(t), "sess")
+	_, err := Open(ctx10(t), dir, Config{Path: "/nonexistent/program", Env: progEnv(mark),
+		Holder: []string{os.Args[0]}, HolderEnv: append(testproc.Env(mark), holderEnv+"=1")})
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/program") || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("a program that does not exist: %v", err)
+	}
+	if _, err := Open(ctx10(t), dir, Config{Path: "/bin/sh", Cols: 5000, Rows: 24}); err == nil || !strings.Contains(err.Error(), "between 1 and") {
+		t.Errorf("a 5000-column session: %v", err)
+	}
+	if _, err := Dial(ctx10(t), dir); !errors.Is(err, ErrGone) {
+		t.Errorf("dial where no holder serves: %v", err)
+	}
+}
+
+// TestFloodMemory: a flood of output keeps the holder's memory within its
+// scrollback budget and a fixed overhead, and the scrollback within its
+// budget.
+func TestFloodMemory(t *testing.T) {
+	mark := testproc.Guard(t, 3*time.Minute)
+	const budget = 1 << 20
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"sh", "-c", "yes 'a line of text that floods the scrollback of the terminal' | head -n 1000000; echo flood-over; exec sleep 600"},
+		ScrollbackBytes: budget})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if r, err := tm.Wait(ctx, WaitOptions{Text: "(?m)^flood-over$", Timeout: 110 * time.Second}); err != nil || r.Reason != "text" {
+		t.Fatalf("flood: %+v, %v", r, err)
+	}
+	s, err := tm.Screen(ctx10(t), ScreenOptions{Scrollback: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, l := range s.Scrollback {
+		kept += len(l)
+	}
+	if kept > budget || len(s.Scrollback) < 1000 {
+		t.Errorf("scrollback after 60 MB: %d rows, %d bytes (budget %d)", len(s.Scrollback), kept, budget)
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", tm.HolderPid()))
+	var rss int
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "VmHWM:" {
+			fmt.Sscan(f[1], &rss)
+		}
+	}
+	// The binary's text, the runtime, a 1 MiB budget and the
+	// collector's slack: far under what 60 MB of output would take.
+	if rss == 0 || rss > 40<<10 {
+		t.Errorf("holder's peak RSS %d KiB after 60 MB of output with a 1 MiB scrollback", rss)
+	}
+	t.Logf("%d rows, %d bytes of scrollback kept; holder peak RSS %d KiB", len(s.Scrollback), kept, rss)
+}

@@ -433,7 +433,13 @@ func (h *holder) handle(conn net.Conn) {
 	case "screen":
 		WriteJSON(conn, FrameAnswer, Answer{Screen: h.screen(&req)})
 	case "wait":
-		WriteJSON(conn, FrameAnswer, h.wait(conn, r, req.Wait))
+		// A client that goes away ends its wait: the goroutine that
+		// notices ends when the connection closes, here.
+		gone := make(chan struct{})
+		go func() { r.ReadByte(); close(gone) }()
+		WriteJSON(conn, FrameAnswer, h.wait(gone, req.Wait))
+		conn.Close()
+		<-gone
 	case "resize":
 		a := Answer{}
 		if err := h.resize(req.Size); err != nil {
@@ -495,7 +501,7 @@ func (h *holder) resize(sz Size) error {
 
 // wait answers when spec's condition holds, on its timeout, or when the
 // client goes away (then with nothing).
-func (h *holder) wait(conn net.Conn, r *bufio.Reader, spec WaitSpec) Answer {
+func (h *holder) wait(gone <-chan struct{}, spec WaitSpec) Answer {
 	var re *regexp.Regexp
 	if spec.Text != "" {
 		var err error
@@ -506,8 +512,6 @@ func (h *holder) wait(conn net.Conn, r *bufio.Reader, spec WaitSpec) Answer {
 	if re == nil && spec.Idle <= 0 && !spec.Exit {
 		return Answer{Error: "wait: give text, idle or exit"}
 	}
-	gone := make(chan struct{})
-	go func() { r.ReadByte(); close(gone) }() // ends when the connection closes
 	var timeout <-chan time.Time
 	if spec.Timeout > 0 {
 		tm := time.NewTimer(spec.Timeout)
