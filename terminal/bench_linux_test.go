@@ -182,6 +182,41 @@ func BenchmarkAttachFirstScreen(b *testing.B) {
 			a.Close()
 		}
 	})
+	// The reattach case: 120×40 with 2,000 rows of scrollback,
+	// all of it redrawn.
+	b.Run("holder-120x40-scrollback2000", func(b *testing.B) {
+		dir := filepath.Join(testproc.TempDir(b), "sess")
+		tm, err := Open(context.Background(), dir, Config{Path: "/bin/sh", Args: []string{"sh"}, Env: progEnv(mark),
+			Cols: 120, Rows: 40, Holder: []string{os.Args[0]}, HolderEnv: append(testproc.Env(mark), holderEnv+"=1")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { tm.Close(context.Background()) })
+		ctx := context.Background()
+		tm.Send(ctx, []byte("i=0; while [ $i -lt 2100 ]; do printf '%05d \033[1;3%dmcoloured\033[0m text of a scrollback row, long enough to be typical of one\n' $i $((i%8)); i=$((i+1)); done; echo first-screen-marker\r"))
+		tm.Wait(ctx, WaitOptions{Text: "(?m)^first-screen-marker$", Timeout: 60 * time.Second})
+		s, _ := tm.Screen(ctx, ScreenOptions{Scrollback: -1})
+		if len(s.Scrollback) < 2000 {
+			b.Fatalf("only %d scrollback rows", len(s.Scrollback))
+		}
+		buf := make([]byte, 64<<10)
+		b.ResetTimer()
+		for range b.N {
+			a, err := tm.Attach(ctx, AttachOptions{Scrollback: 2000})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var got []byte
+			for !bytes.Contains(got, []byte("first-screen-marker\r\n")) {
+				n, err := a.Read(buf)
+				if err != nil {
+					b.Fatal(err)
+				}
+				got = append(got, buf[:n]...)
+			}
+			a.Close()
+		}
+	})
 	b.Run("tmux", func(b *testing.B) {
 		if _, err := exec.LookPath("tmux"); err != nil {
 			b.Skip("no tmux")

@@ -16,6 +16,7 @@ const (
 	holderEnv  = "CORRAL_TERMINAL_TEST_HOLDER"
 	starterEnv = "CORRAL_TERMINAL_TEST_STARTER"
 	attachEnv  = "CORRAL_TERMINAL_TEST_ATTACH"
+	clientEnv  = "CORRAL_TERMINAL_TEST_CLIENT"
 )
 
 func TestMain(m *testing.M) {
@@ -27,6 +28,9 @@ func TestMain(m *testing.M) {
 	}
 	if dir := os.Getenv(attachEnv); dir != "" {
 		os.Exit(attachMain(dir))
+	}
+	if dir := os.Getenv(clientEnv); dir != "" {
+		os.Exit(clientMain(dir))
 	}
 	os.Exit(m.Run())
 }

@@ -3,6 +3,7 @@
 package terminal
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -279,7 +280,7 @@ func TestStalledClient(t *testing.T) {
 	r := readAttachment(live, 80, 24)
 	// 40 MB of output, far past the socket buffers and the client's
 	// queue bound.
-	tm.Send(ctx10(t), []byte("i=0; while [ $i -lt 40 ]; do head -c 1000000 /dev/zero | tr '\\0' x; i=$((i+1)); done; echo; echo flood-done\r"))
+	tm.Send(ctx10(t), []byte("i=0; while [ $i -lt 40 ]; do head -c 1000000 /dev/zero | tr '\\0' x; i=$((i+1)); done; echo; echo flood-\"\"done\r"))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	res, err := tm.Wait(ctx, WaitOptions{Text: "(?m)^flood-done$", Timeout: 50 * time.Second})
@@ -455,4 +456,93 @@ func TestFloodMemory(t *testing.T) {
 		t.Errorf("holder's peak RSS %d KiB after 60 MB of output with a 1 MiB scrollback", rss)
 	}
 	t.Logf("%d rows, %d bytes of scrollback kept; holder peak RSS %d KiB", len(s.Scrollback), kept, rss)
+}
+
+// clientMain is an attached client in a process of its own: it says
+// "attached", reads until it sees flood-done, then says how many times it
+// was resynced and how much it read.
+func clientMain(dir string) int {
+	tm, err := Dial(context.Background(), dir)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	a, err := tm.Attach(context.Background(), AttachOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("attached")
+	buf := make([]byte, 32<<10)
+	var tail []byte
+	total := 0
+	for {
+		n, err := a.Read(buf)
+		total += n
+		tail = append(tail, buf[:n]...)
+		if strings.Contains(string(tail), "flood-done\r\n") {
+			fmt.Printf("resyncs=%d bytes=%d\n", a.Resyncs(), total)
+			a.Close()
+			return 0
+		}
+		if len(tail) > 64 {
+			tail = tail[len(tail)-64:]
+		}
+		if err != nil {
+			fmt.Println(err)
+			return 1
+		}
+	}
+}
+
+// TestStoppedClientProcess: an attached client process stopped with
+// SIGSTOP under a flood stalls neither the program nor a live client;
+// continued, it is resynced and shows the end of the flood.
+func TestStoppedClientProcess(t *testing.T) {
+	mark := testproc.Guard(t, 2*time.Minute)
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"sh"}})
+	waitText(t, tm, `(?m)^\$`)
+	cl := exec.Command(os.Args[0])
+	cl.Env = append(testproc.Env(mark), clientEnv+"="+tm.Dir())
+	out, err := cl.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cl.Process.Kill(); cl.Wait() }()
+	br := bufio.NewReader(out)
+	if l, _ := br.ReadString('\n'); l != "attached\n" {
+		t.Fatalf("client: %q", l)
+	}
+	cl.Process.Signal(syscall.SIGSTOP)
+	live, err := tm.Attach(ctx10(t), AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := readAttachment(live, 80, 24)
+	tm.Send(ctx10(t), []byte("i=0; while [ $i -lt 30 ]; do head -c 1000000 /dev/zero | tr '\\0' y; i=$((i+1)); done; echo; echo flood-\"\"done\r"))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if res, err := tm.Wait(ctx, WaitOptions{Text: "(?m)^flood-done$", Timeout: 50 * time.Second}); err != nil || res.Reason != "text" {
+		t.Fatalf("the program stalled behind a stopped client: %+v, %v", res, err)
+	}
+	r.waitFor(t, "flood-done")
+	cl.Process.Signal(syscall.SIGCONT)
+	done := make(chan string, 1)
+	go func() { l, _ := br.ReadString('\n'); done <- l }()
+	select {
+	case l := <-done:
+		var resyncs, n int
+		fmt.Sscanf(l, "resyncs=%d bytes=%d", &resyncs, &n)
+		if resyncs == 0 || n > 8<<20 {
+			t.Errorf("the continued client: %q (want a resync, and not the whole 30 MB)", l)
+		}
+		t.Logf("continued client: %s", strings.TrimSpace(l))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the continued client never showed the end of the flood")
+	}
+	live.Close()
+	r.end(t)
 }
