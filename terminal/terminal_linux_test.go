@@ -116,6 +116,13 @@ func TestTopMatchesTmux(t *testing.T) {
 func TestExitStatus(t *testing.T) {
 	mark := testproc.Guard(t, time.Minute)
 	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"sh", "-c", "echo bye; exit 7"}})
+	// The holder keeps no copy of the terminal but the one it closes
+	// when the tree has settled: with one more (its descriptor 0, where
+	// the program's start needs it) the end of the output, and so the
+	// exit, came only after the 2 s drain bound.
+	if fd0, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", tm.HolderPid())); err != nil || fd0 != os.DevNull {
+		t.Errorf("the holder's descriptor 0 is %q (%v), want %s", fd0, err, os.DevNull)
+	}
 	r, err := tm.Wait(ctx10(t), WaitOptions{Exit: true, Timeout: 8 * time.Second})
 	if err != nil {
 		t.Fatal(err)

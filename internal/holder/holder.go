@@ -223,6 +223,12 @@ func start(spec *Spec) (h *holder, err error) {
 		return nil, fmt.Errorf("start %s: %w", spec.Path, err)
 	}
 	h.status.Tree = h.tree.Identity()
+	// Descriptor 0 lets go of the slave, so that once the tree has
+	// settled the holder's own copy (closed then) is the last and the
+	// reader sees the end of the output at once.
+	if err := releaseStdin(); err != nil {
+		fmt.Fprintf(os.Stderr, "holder: %v\n", err)
+	}
 	return h, nil
 }
 

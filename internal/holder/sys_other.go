@@ -15,3 +15,5 @@ func unixGetsid() int { return os.Getpid() }
 func unixSetsid() error { return term.ErrUnsupported }
 
 func dupStdin(*os.File) error { return term.ErrUnsupported }
+
+func releaseStdin() error { return nil }

@@ -21,3 +21,13 @@ func unixSetsid() error {
 }
 
 func dupStdin(f *os.File) error { return unix.Dup2(int(f.Fd()), 0) }
+
+// releaseStdin points descriptor 0 at the null device.
+func releaseStdin() error {
+	f, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Dup2(int(f.Fd()), 0)
+}
