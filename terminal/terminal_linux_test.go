@@ -89,12 +89,6 @@ func TestTopMatchesTmux(t *testing.T) {
 	tm := openTest(t, mark, Config{Path: argv[0], Args: argv, Cols: 100, Rows: 30})
 	p := newPane(t, mark, 100, 30, progEnv(mark), argv...)
 	waitText(t, tm, "PID USER")
-	time.Sleep(500 * time.Millisecond)
-	want, _ := p.screen()
-	s, err := tm.Screen(ctx10(t), ScreenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	head := func(text string) (out []string) {
 		for _, l := range strings.Split(text, "\n") {
 			if f := strings.Fields(l); len(f) > 1 && f[0] == "PID" {
@@ -105,8 +99,24 @@ func TestTopMatchesTmux(t *testing.T) {
 		}
 		return out
 	}
-	if w, g := head(want), head(s.Text); strings.Join(w, "|") != strings.Join(g, "|") || len(w) < 3 {
-		t.Errorf("top's headings differ:\n tmux   %q\n holder %q\nholder screen:\n%s", w, g, s.Text)
+	// The two tops draw on their own schedules: the headings must come
+	// to agree (and hold the summary rows and the column headings).
+	var w, g []string
+	var s *Screen
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		want, _ := p.screen()
+		var err error
+		if s, err = tm.Screen(ctx10(t), ScreenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		w, g = head(want), head(s.Text)
+		if strings.Join(w, "|") == strings.Join(g, "|") && len(w) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("top's headings differ:\n tmux   %q\n holder %q\nholder screen:\n%s", w, g, s.Text)
+		}
 	}
 	if alt := strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{alternate_on}")) == "1"; alt != s.AltScreen {
 		t.Errorf("alternate screen: tmux %v, holder %v", alt, s.AltScreen)
