@@ -170,6 +170,7 @@ type Cmd struct {
 	// Escalate, if set, skips the rest of a grace period when closed: the
 	// tree is killed at once (a second Ctrl-C).
 	Escalate <-chan struct{}
+
 	// Foreground gives the terminal on Stdin (an *os.File) to the tree's
 	// process group while it runs, as a shell does for a foreground job,
 	// and takes it back for this process's group once the tree has

@@ -71,6 +71,7 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		execCommand(stdin, stdout, stderr), lsCommand(stdout), killCommand(stdout), daemonCommand(stdout))
 	root.AddCommand(tlsCommand(stdout))
 	root.AddCommand(mcpCommand(stderr))
+	root.AddCommand(holderCommand())
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0

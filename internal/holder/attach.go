@@ -1,0 +1,130 @@
+package holder
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+
+	"github.com/corral-dev/corral/internal/vt"
+)
+
+// attach serves an attached client: its redraw, then live output from its
+// queue; its input, resizes and detach from its frames.
+func (h *holder) attach(conn net.Conn, r *bufio.Reader, req *Request) {
+	if req.Size.Cols != 0 || req.Size.Rows != 0 {
+		if err := h.resize(req.Size); err != nil {
+			WriteJSON(conn, FrameAnswer, Answer{Error: err.Error()})
+			return
+		}
+	}
+	c := newClient()
+	h.mu.Lock()
+	st := h.status
+	// The redraw and the registration happen under one lock: every
+	// chunk the client is sent after the redraw came after it.
+	redraw := h.vt.Redraw(vt.RedrawOptions{Scrollback: req.Scrollback})
+	if st.Exited {
+		c.ended, c.status = true, st
+	} else {
+		h.clients[c] = struct{}{}
+	}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.clients, c)
+		h.mu.Unlock()
+	}()
+	if WriteJSON(conn, FrameAnswer, Answer{Status: &st}) != nil || WriteFrame(conn, FrameOutput, redraw) != nil {
+		return
+	}
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.clientWriter(conn, c)
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		typ, p, err := ReadFrame(r, buf)
+		if err != nil {
+			break
+		}
+		switch typ {
+		case FrameInput:
+			h.send(append([]byte(nil), p...))
+		case FrameResize:
+			var sz Size
+			if json.Unmarshal(p, &sz) == nil {
+				h.resize(sz)
+			}
+		case FrameDetach:
+			c.set(&c.detach)
+		}
+	}
+	c.set(&c.gone)
+	conn.Close()
+	<-done
+}
+
+// clientWriter sends c's queue to conn until the client detaches, the
+// program ends or the connection fails; it alone writes to conn after the
+// redraw.
+func (h *holder) clientWriter(conn net.Conn, c *client) {
+	defer conn.Close()
+	for {
+		c.mu.Lock()
+		for len(c.q) == 0 && !c.behind && !c.detach && !c.ended && !c.gone {
+			c.cond.Wait()
+		}
+		q, behind, detach, ended, gone, st := c.q, c.behind, c.detach, c.ended, c.gone, c.status
+		c.q, c.qBytes = nil, 0
+		c.mu.Unlock()
+		switch {
+		case gone:
+			return
+		case behind:
+			// Dropped: redraw from the screen model, and take output
+			// from the queue again from the same moment.
+			h.mu.Lock()
+			redraw := h.vt.Redraw(vt.RedrawOptions{})
+			c.mu.Lock()
+			c.behind, c.q, c.qBytes = false, nil, 0
+			c.resyncs++
+			c.mu.Unlock()
+			h.mu.Unlock()
+			if WriteFrame(conn, FrameResync, nil) != nil || WriteFrame(conn, FrameOutput, redraw) != nil {
+				return
+			}
+			continue
+		case len(q) > 0:
+			if writeChunks(conn, q) != nil {
+				return
+			}
+			continue
+		}
+		// The queue is empty: what was asked for last can be done.
+		h.mu.Lock()
+		reset := h.vt.Reset()
+		h.mu.Unlock()
+		if detach || ended {
+			if WriteFrame(conn, FrameReset, reset) != nil {
+				return
+			}
+		}
+		if ended && !detach {
+			WriteJSON(conn, FrameExit, st)
+		}
+		return
+	}
+}
+
+// writeChunks writes q as output frames in one writev.
+func writeChunks(conn net.Conn, q [][]byte) error {
+	bufs := make(net.Buffers, 0, 2*len(q))
+	for _, b := range q {
+		hdr := []byte{FrameOutput, byte(len(b) >> 24), byte(len(b) >> 16), byte(len(b) >> 8), byte(len(b))}
+		bufs = append(bufs, hdr, b)
+	}
+	_, err := bufs.WriteTo(conn)
+	return err
+}

@@ -1,0 +1,283 @@
+//go:build linux
+
+package terminal
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/vt"
+)
+
+// progEnv is the environment of the programs under test, the same in the
+// holder and in tmux: the test's marker, a fixed TERM, prompt and locale.
+func progEnv(mark string) []string {
+	return []string{mark, "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + os.TempDir(), "TERM=xterm-256color",
+		"PS1=$ ", "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "LESSHISTFILE=-", "SHELL=/bin/sh"}
+}
+
+// openTest opens a session in a fresh directory with the test binary as
+// its holder, and closes it at cleanup.
+func openTest(t *testing.T, mark string, cfg Config) *Term {
+	t.Helper()
+	cfg.Holder = []string{os.Args[0]}
+	cfg.HolderEnv = append(testproc.Env(mark), holderEnv+"=1")
+	if cfg.Env == nil {
+		cfg.Env = progEnv(mark)
+	}
+	dir := filepath.Join(testproc.TempDir(t), "sess")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tm, err := Open(ctx, dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := tm.Close(ctx); err != nil && !errors.Is(err, ErrGone) {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return tm
+}
+
+func ctx10(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// settle waits until the session's output has been quiet for a moment.
+func settle(t *testing.T, tm *Term) {
+	t.Helper()
+	r, err := tm.Wait(ctx10(t), WaitOptions{Idle: 300 * time.Millisecond, Timeout: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Reason != "idle" {
+		t.Fatalf("output never went quiet: %s", r.Reason)
+	}
+}
+
+func waitText(t *testing.T, tm *Term, re string) {
+	t.Helper()
+	r, err := tm.Wait(ctx10(t), WaitOptions{Text: re, Timeout: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Reason != "text" {
+		s, _ := tm.Screen(ctx10(t), ScreenOptions{})
+		t.Fatalf("%q never appeared (%s); screen:\n%s", re, r.Reason, s.Text)
+	}
+}
+
+// pane is a program in a tmux pane on a private server: the oracle.
+type pane struct {
+	t    testing.TB
+	sock string
+	conf string
+	env  []string
+}
+
+func newPane(t testing.TB, mark string, cols, rows int, env []string, argv ...string) *pane {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: apt-get install tmux")
+	}
+	dir := testproc.TempDir(t)
+	p := &pane{t: t, sock: filepath.Join(dir, "tmux.sock"), conf: filepath.Join(dir, "tmux.conf"),
+		env: append(testproc.Env(mark), "TMUX=")}
+	conf := "set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g history-limit 10000\nset -g escape-time 0\n"
+	if err := os.WriteFile(p.conf, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var sh strings.Builder
+	sh.WriteString("exec env -i")
+	for _, e := range env {
+		sh.WriteString(" " + shQuote(e))
+	}
+	// The pane outlives the program (as the holder's screen does), so
+	// the screen it left can be compared.
+	sh.WriteString(` /bin/sh -c '"$@"; exec sleep 600' sh`)
+	for _, a := range argv {
+		sh.WriteString(" " + shQuote(a))
+	}
+	p.tmux("new-session", "-d", "-s", "s", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), sh.String())
+	pid := strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}"))
+	t.Cleanup(func() {
+		// Only our own server, by its own pid.
+		if n, err := strconv.Atoi(pid); err == nil {
+			if pr, err := os.FindProcess(n); err == nil {
+				pr.Kill()
+			}
+		}
+	})
+	return p
+}
+
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func (p *pane) tmux(args ...string) string {
+	p.t.Helper()
+	cmd := exec.Command("tmux", append([]string{"-S", p.sock, "-f", p.conf}, args...)...)
+	cmd.Env = p.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("tmux %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// send types b into the pane, byte for byte.
+func (p *pane) send(b []byte) {
+	p.t.Helper()
+	args := []string{"send-keys", "-t", "s", "-H"}
+	for _, c := range b {
+		args = append(args, hex.EncodeToString([]byte{c}))
+	}
+	p.tmux(args...)
+}
+
+// screen returns the pane's text and cursor once two reads 300 ms apart
+// agree.
+func (p *pane) screen() (string, string) {
+	p.t.Helper()
+	var last string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		time.Sleep(300 * time.Millisecond)
+		s := p.tmux("capture-pane", "-p", "-t", "s") + "|" + strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{cursor_x},#{cursor_y}"))
+		if s == last || time.Now().After(deadline) {
+			i := strings.LastIndexByte(s, '|')
+			return s[:i], s[i+1:]
+		}
+		last = s
+	}
+}
+
+// compare drives the holder's session and the tmux pane with the same
+// steps and fails where their screens differ after a step.
+func compare(t *testing.T, tm *Term, p *pane, steps []string) {
+	t.Helper()
+	settle(t, tm)
+	check := func(step string) {
+		t.Helper()
+		settle(t, tm)
+		want, wantCur := p.screen()
+		s, err := tm.Screen(ctx10(t), ScreenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur := fmt.Sprintf("%d,%d", s.CursorX, s.CursorY); s.Text != want || cur != wantCur {
+			t.Errorf("after %q: screens differ (cursor tmux %s, holder %s):\n%s", step, wantCur, cur, diffRows(want, s.Text))
+		}
+	}
+	check("start")
+	for _, k := range steps {
+		if err := tm.Send(ctx10(t), []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		p.send([]byte(k))
+		check(k)
+	}
+}
+
+func diffRows(want, got string) string {
+	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
+	var b strings.Builder
+	for i := 0; i < max(len(w), len(g)); i++ {
+		var a, c string
+		if i < len(w) {
+			a = w[i]
+		}
+		if i < len(g) {
+			c = g[i]
+		}
+		if a != c {
+			fmt.Fprintf(&b, "row %d:\n  tmux   %q\n  holder %q\n", i, a, c)
+		}
+	}
+	return b.String()
+}
+
+func need(t *testing.T, prog string) {
+	if _, err := exec.LookPath(prog); err != nil {
+		t.Skipf("%s is not installed (apt-get install -y %s)", prog, map[string]string{"top": "procps"}[prog]+prog)
+	}
+}
+
+// reader reads an attachment into a screen model of the client's
+// terminal in a goroutine of its own; wait waits for text on it.
+type reader struct {
+	a    *Attachment
+	mu   sync.Mutex
+	vt   *vt.Terminal
+	raw  []byte
+	err  error
+	done chan struct{}
+}
+
+func readAttachment(a *Attachment, cols, rows int) *reader {
+	r := &reader{a: a, vt: vt.New(cols, rows, vt.Options{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := a.Read(buf)
+			r.mu.Lock()
+			r.vt.Write(buf[:n])
+			r.raw = append(r.raw, buf[:n]...)
+			if err != nil {
+				r.err = err
+			}
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *reader) text() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.vt.Text()
+}
+
+func (r *reader) waitFor(t *testing.T, sub string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.text(), sub) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the attached client never showed %q; it shows:\n%s", sub, r.text())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// end waits for the reader to stop and returns its error.
+func (r *reader) end(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the attachment never ended")
+	}
+	return r.err
+}
+
+var _ = io.EOF
