@@ -469,7 +469,8 @@ func TestFloodMemory(t *testing.T) {
 	}
 	// The binary's text, the runtime, a 1 MiB budget and the
 	// collector's slack: far under what 60 MB of output would take.
-	if rss == 0 || rss > 40<<10 {
+	// Under the race detector (its shadow memory) only that it was read.
+	if limit := 40 << 10; rss == 0 || (rss > limit && !raceEnabled) {
 		t.Errorf("holder's peak RSS %d KiB after 60 MB of output with a 1 MiB scrollback", rss)
 	}
 	t.Logf("%d rows, %d bytes of scrollback kept; holder peak RSS %d KiB", len(s.Scrollback), kept, rss)
