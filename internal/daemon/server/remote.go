@@ -1,0 +1,202 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/tlsdir"
+	"github.com/corral-dev/corral/internal/wire"
+)
+
+// Remote access: the same protocol over TCP with TLS 1.3 and mutual
+// authentication (tlsdir.ServerConfig: a client certificate signed by the
+// CA of the credentials directory, checked against its revocation list,
+// which is reread when it changes). The peer of such a connection is the
+// identity its certificate names (daemon.Peer.Name, ReadOnly), never a uid.
+//
+// What a connection can hold before it is authenticated is bounded: at
+// most maxHandshakes connections are in their TLS handshake at once (a
+// further one is refused at once, and logged), each for at most
+// wire.HandshakeBound; only an authenticated client takes one of the
+// daemon's maxConns serving slots. So a slowloris (connections that open
+// and send nothing, or a byte at a time) holds no serving slot, and no
+// handshake slot for longer than the bound.
+
+// Keepalive and the bound on noticing a dead peer. A peer that vanished
+// (a cable cut, a machine gone: no FIN, no RST) is noticed within
+// DeadPeerBound, whatever the connection was doing: an idle one (a
+// command running without output, the daemon waiting to read) by
+// keepalive probes, keepAliveIdle of silence then keepAliveCount probes
+// keepAliveInterval apart (4 + 3×2 = 10 s); one with data unacknowledged
+// (output sent to a peer that is gone) by TCP_USER_TIMEOUT on Linux,
+// which also caps the keepalive probes at the same bound. The connection
+// then fails, and the command of a call on it is stopped as when a
+// client closes its connection.
+const (
+	keepAliveIdle     = 4 * time.Second
+	keepAliveInterval = 2 * time.Second
+	keepAliveCount    = 3
+	// DeadPeerBound is how long a remote peer that vanished may go
+	// unnoticed.
+	DeadPeerBound = 10 * time.Second
+)
+
+// maxHandshakes bounds the remote connections in their TLS handshake at
+// once.
+const maxHandshakes = 32
+
+// keepAlive is the keepalive of remote connections, both ends.
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}
+
+// KeepAlive returns the keepalive settings remote connections use (a
+// client sets the same on its end).
+func KeepAlive() net.KeepAliveConfig { return keepAlive }
+
+// remote is the daemon's TCP listener and its TLS configuration.
+type remote struct {
+	lis         net.Listener
+	conf        *tls.Config
+	handshaking atomic.Int32
+}
+
+// listenRemote listens on addr (HOST:PORT) with the credentials of dir.
+func listenRemote(addr, dir string) (*remote, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("%w: listening on %s needs TLS credentials: give --tls DIR (a directory made by corral tls init)", daemon.ErrBadRequest, addr)
+	}
+	conf, err := tlsdir.ServerConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("TLS credentials in %s: %w", dir, err)
+	}
+	lc := net.ListenConfig{KeepAliveConfig: keepAlive}
+	lis, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &remote{lis: lis, conf: conf}, nil
+}
+
+// Addr is the address the daemon listens on for remote clients (nil
+// without --listen).
+func (s *Server) Addr() net.Addr {
+	if s.remote == nil {
+		return nil
+	}
+	return s.remote.lis.Addr()
+}
+
+// acceptRemote accepts remote connections until the listener is closed.
+func (s *Server) acceptRemote(ctx context.Context) {
+	defer s.accept.Done()
+	r := s.remote
+	var backoff time.Duration
+	for {
+		nc, err := r.lis.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.cfg.Log.Warn("cannot accept a remote connection; trying again", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			case <-s.d.StopRequested():
+				return
+			}
+			continue
+		}
+		backoff = 0
+		if r.handshaking.Add(1) > maxHandshakes {
+			r.handshaking.Add(-1)
+			s.refused(nc.RemoteAddr(), fmt.Sprintf("%d connections are in their TLS handshake already", maxHandshakes), nil)
+			nc.Close()
+			continue
+		}
+		if err := setUserTimeout(nc, DeadPeerBound); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			s.cfg.Log.Warn("cannot bound the time to notice a dead peer (TCP_USER_TIMEOUT); keepalive alone applies", "remote", nc.RemoteAddr().String(), "err", err)
+		}
+		s.conned.Add(1)
+		go s.serveRemote(nc)
+	}
+}
+
+// refused logs a remote connection refused before it could make a call.
+func (s *Server) refused(addr net.Addr, reason string, err error, attrs ...any) {
+	args := append([]any{"remote", addr.String(), "reason", reason}, attrs...)
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	s.cfg.Log.Warn("remote connection refused", args...)
+}
+
+// serveRemote authenticates a remote connection (the TLS handshake,
+// bounded by wire.HandshakeBound), takes a serving slot for it, and serves
+// it as serveConn serves a local one.
+func (s *Server) serveRemote(nc net.Conn) {
+	defer s.conned.Done()
+	addr := nc.RemoteAddr()
+	tc := tls.Server(nc, s.remote.conf)
+	ok := s.register(nc, func(c *conn) {
+		ctx, cancel := context.WithTimeout(context.Background(), wire.HandshakeBound)
+		defer cancel()
+		err := tc.HandshakeContext(ctx)
+		s.remote.handshaking.Add(-1)
+		if err != nil {
+			s.refusedHandshake(addr, err, ctx.Err() != nil)
+			return
+		}
+		id, err := tlsdir.PeerIdentity(tc.ConnectionState())
+		if err != nil {
+			s.refused(addr, string(tlsdir.ReasonBadCert), err)
+			return
+		}
+		peer := daemon.Peer{Name: id.Name, ReadOnly: id.ReadOnly, Addr: addr.String()}
+		// A serving slot, as a local connection gets one from its
+		// listener; an authenticated client waits for one as long as a
+		// Hello may take.
+		select {
+		case s.slots <- struct{}{}:
+		case <-time.After(wire.HandshakeBound):
+			s.refused(addr, fmt.Sprintf("the daemon serves %d connections already", maxConns), nil, "identity", id.Name)
+			wire.NewConn(tc).WriteError(&wire.Error{Kind: wire.KindBusy,
+				Message: fmt.Sprintf("the daemon serves its limit of %d connections; try again", maxConns)})
+			return
+		}
+		defer func() { <-s.slots }()
+		s.cfg.Log.Info("remote client connected", "identity", id.Name, "read_only", id.ReadOnly, "remote", addr.String())
+		s.serve(c, tc, &peer)
+		s.cfg.Log.Info("remote client disconnected", "identity", id.Name, "remote", addr.String())
+	})
+	if !ok {
+		s.remote.handshaking.Add(-1)
+	}
+}
+
+// refusedHandshake logs a failed TLS handshake with its reason; a client
+// that spoke corral's own protocol in plaintext is told, in it, what to
+// do.
+func (s *Server) refusedHandshake(addr net.Addr, err error, timedOut bool) {
+	reason := string(tlsdir.RefusalReason(err))
+	if timedOut {
+		reason = fmt.Sprintf("TLS handshake not done within %v", wire.HandshakeBound)
+	}
+	var attrs []any
+	if name, serial, ok := tlsdir.RefusedName(err); ok {
+		attrs = append(attrs, "identity", name, "serial", fmt.Sprintf("%x", serial))
+	}
+	s.refused(addr, reason, err, attrs...)
+	var rh tls.RecordHeaderError
+	if errors.As(err, &rh) && rh.Conn != nil && rh.RecordHeader[0] == wire.FrameHello {
+		rh.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		wire.NewConn(rh.Conn).WriteError(&wire.Error{Kind: wire.KindPermission,
+			Message: "this daemon's TCP port speaks TLS with client certificates only: connect with --tls DIR (a directory from corral tls init or tls issue)"})
+	}
+}
