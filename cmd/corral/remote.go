@@ -72,5 +72,3 @@ func envFlags(kvs []string) error {
 	}
 	return nil
 }
-
-
