@@ -30,10 +30,10 @@ func TLS(dir string) Option {
 }
 
 // Client-side keepalive of a remote connection: a daemon that vanished (a
-// cable cut) is noticed within keepAliveIdle + keepAliveCount ×
-// keepAliveInterval (10 s) while the client waits for output; the daemon
+// cable cut) is noticed within 3 s of silence and 3 probes 2 s apart
+// (9 s) while the client waits for output; the daemon
 // sets the same on its end.
-var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 4 * time.Second, Interval: 2 * time.Second, Count: 3}
+var keepAlive = net.KeepAliveConfig{Enable: true, Idle: 3 * time.Second, Interval: 2 * time.Second, Count: 3}
 
 // dialBound bounds the TCP connect to a remote daemon (an address that
 // drops packets would otherwise take the system's minutes).

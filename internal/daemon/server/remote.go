@@ -33,18 +33,21 @@ import (
 // DeadPeerBound, whatever the connection was doing: an idle one (a
 // command running without output, the daemon waiting to read) by
 // keepalive probes, keepAliveIdle of silence then keepAliveCount probes
-// keepAliveInterval apart (4 + 3×2 = 10 s); one with data unacknowledged
-// (output sent to a peer that is gone) by TCP_USER_TIMEOUT on Linux,
-// which also caps the keepalive probes at the same bound. The connection
+// keepAliveInterval apart (3 + 3×2 = 9 s); one with data unacknowledged
+// (output sent to a peer that is gone) by TCP_USER_TIMEOUT (userTimeout)
+// on Linux, which also caps the keepalive probes. The second left of the
+// bound is for stopping the command (its grace, if it ignores SIGTERM,
+// comes on top). The connection
 // then fails, and the command of a call on it is stopped as when a
 // client closes its connection.
 const (
-	keepAliveIdle     = 4 * time.Second
+	keepAliveIdle     = 3 * time.Second
 	keepAliveInterval = 2 * time.Second
 	keepAliveCount    = 3
 	// DeadPeerBound is how long a remote peer that vanished may go
 	// unnoticed.
 	DeadPeerBound = 10 * time.Second
+	userTimeout   = 9 * time.Second
 )
 
 // maxHandshakes bounds the remote connections in their TLS handshake at
@@ -120,7 +123,7 @@ func (s *Server) acceptRemote(ctx context.Context) {
 			nc.Close()
 			continue
 		}
-		if err := setUserTimeout(nc, DeadPeerBound); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		if err := setUserTimeout(nc, userTimeout); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 			s.cfg.Log.Warn("cannot bound the time to notice a dead peer (TCP_USER_TIMEOUT); keepalive alone applies", "remote", nc.RemoteAddr().String(), "err", err)
 		}
 		s.conned.Add(1)
