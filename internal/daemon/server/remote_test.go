@@ -140,8 +140,12 @@ func BenchmarkRemoteExec(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer local.Close()
-	run := func(b *testing.B, c *client.Client, session string) {
-		o := client.ExecOptions{Env: []string{mark}}
+	// Both sessions get the same environment: the remote one the
+	// daemon's (this process's) plus the marker, the local one that given
+	// whole. (The shell's exported environment is read back after every
+	// command, so its size is part of the cost.)
+	run := func(b *testing.B, c *client.Client, session string, env []string) {
+		o := client.ExecOptions{Env: env}
 		if _, err := c.Exec(context.Background(), session, "true", o); err != nil {
 			b.Fatal(err)
 		}
@@ -152,8 +156,8 @@ func BenchmarkRemoteExec(b *testing.B) {
 			}
 		}
 	}
-	b.Run("exec/unix", func(b *testing.B) { run(b, local, "u") })
-	b.Run("exec/tls", func(b *testing.B) { run(b, remote, "r") })
+	b.Run("exec/unix", func(b *testing.B) { run(b, local, "u", append(os.Environ(), mark)) })
+	b.Run("exec/tls", func(b *testing.B) { run(b, remote, "r", []string{mark}) })
 	b.Run("connect/unix", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			c, err := client.Dial(context.Background(), r.state)
