@@ -388,20 +388,37 @@ func TestRemoteAcrossNamespaces(t *testing.T) {
 		e.awaitLog(t, "no certificate", "remote connection refused", "remote="+e.net.clientIP+":", "reason="+logValue(string(tlsdir.ReasonNoCertificate)))
 	})
 	t.Run("slow handshake", func(t *testing.T) {
-		// A connection that sends nothing is dropped at the handshake
-		// bound, and holds no serving slot meanwhile: a good client gets
-		// through while it waits.
-		c := dialFrom(t, e.net.clientNS, e.addr)
-		if out, errs, rc := e.remote(e.ca, "ls"); rc != 0 {
-			t.Fatalf("ls beside a silent connection: rc %d %q %s", rc, out, errs)
+		// Connections that send nothing hold a handshake slot for the
+		// handshake bound only, and one address holds at most 16 of
+		// them (server.maxHandshakesPerHost): a 17th from it is refused
+		// at once. They hold no serving slot: the unix socket serves
+		// meanwhile, and once they are dropped the address is served.
+		const perHost = 16
+		var silent []net.Conn
+		for range perHost {
+			silent = append(silent, dialFrom(t, e.net.clientNS, e.addr))
 		}
-		c.SetReadDeadline(time.Now().Add(wire.HandshakeBound + 5*time.Second))
 		start := time.Now()
-		_, err := c.Read(make([]byte, 1))
-		if took := time.Since(start); err == nil || took > wire.HandshakeBound+4*time.Second {
-			t.Errorf("a silent connection: read %v after %v (bound %v)", err, took, wire.HandshakeBound)
+		if out, errs, rc := e.remote(e.ca, "ls"); rc == 0 {
+			t.Errorf("a 17th connection from one address in its handshake was served: %q %s", out, errs)
+		}
+		e.awaitLog(t, "17th handshake", "remote connection refused", fmt.Sprintf("%d connections from %s are in their TLS handshake already", perHost, e.net.clientIP))
+		if m := e.ls(); m == nil {
+			t.Errorf("local ls beside the silent connections failed")
+		}
+		for _, c := range silent {
+			c.SetReadDeadline(time.Now().Add(wire.HandshakeBound + 5*time.Second))
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Errorf("a silent connection got data")
+			}
+		}
+		if took := time.Since(start); took > wire.HandshakeBound+4*time.Second {
+			t.Errorf("the silent connections were dropped only after %v (bound %v)", took, wire.HandshakeBound)
 		}
 		e.awaitLog(t, "slow handshake", "remote connection refused", "TLS handshake not done within")
+		if out, errs, rc := e.remote(e.ca, "ls"); rc != 0 {
+			t.Errorf("ls once the silent connections were dropped: rc %d %q %s", rc, out, errs)
+		}
 	})
 }
 

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/corral-dev/corral/internal/daemon"
@@ -21,12 +21,13 @@ import (
 // identity its certificate names (daemon.Peer.Name, ReadOnly), never a uid.
 //
 // What a connection can hold before it is authenticated is bounded: at
-// most maxHandshakes connections are in their TLS handshake at once (a
-// further one is refused at once, and logged), each for at most
-// wire.HandshakeBound; only an authenticated client takes one of the
-// daemon's maxConns serving slots. So a slowloris (connections that open
-// and send nothing, or a byte at a time) holds no serving slot, and no
-// handshake slot for longer than the bound.
+// most maxHandshakes connections are in their TLS handshake at once, and
+// at most maxHandshakesPerHost from one address (a further one is refused
+// at once, and logged), each for at most wire.HandshakeBound; only an
+// authenticated client takes one of the daemon's maxConns serving slots.
+// So a slowloris (connections that open and send nothing, or a byte at a
+// time) holds no serving slot, no handshake slot for longer than the
+// bound, and from one address cannot keep other addresses' clients out.
 
 // Keepalive and the bound on noticing a dead peer. A peer that vanished
 // (a cable cut, a machine gone: no FIN, no RST) is noticed within
@@ -51,8 +52,12 @@ const (
 )
 
 // maxHandshakes bounds the remote connections in their TLS handshake at
-// once.
-const maxHandshakes = 32
+// once (a handshake holds a few KiB), maxHandshakesPerHost those of one
+// remote address.
+const (
+	maxHandshakes        = 256
+	maxHandshakesPerHost = 16
+)
 
 // keepAlive is the keepalive of remote connections, both ends.
 var keepAlive = net.KeepAliveConfig{Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: keepAliveCount}
@@ -63,9 +68,44 @@ func KeepAlive() net.KeepAliveConfig { return keepAlive }
 
 // remote is the daemon's TCP listener and its TLS configuration.
 type remote struct {
-	lis         net.Listener
-	conf        *tls.Config
-	handshaking atomic.Int32
+	lis  net.Listener
+	conf *tls.Config
+
+	// mu guards the fields that follow: the connections in their
+	// handshake, in all and by remote address.
+	mu      sync.Mutex
+	total   int
+	perHost map[string]int
+}
+
+// startHandshake counts a connection from addr in its handshake, or says
+// why it cannot be.
+func (r *remote) startHandshake(addr net.Addr) (host, refusal string) {
+	host = addr.String()
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.total >= maxHandshakes:
+		return "", fmt.Sprintf("%d connections are in their TLS handshake already", maxHandshakes)
+	case r.perHost[host] >= maxHandshakesPerHost:
+		return "", fmt.Sprintf("%d connections from %s are in their TLS handshake already", maxHandshakesPerHost, host)
+	}
+	r.total++
+	r.perHost[host]++
+	return host, ""
+}
+
+// endHandshake ends what startHandshake counted.
+func (r *remote) endHandshake(host string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.total--
+	if r.perHost[host]--; r.perHost[host] <= 0 {
+		delete(r.perHost, host)
+	}
 }
 
 // listenRemote listens on addr (HOST:PORT) with the credentials of dir.
@@ -82,7 +122,7 @@ func listenRemote(addr, dir string) (*remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &remote{lis: lis, conf: conf}, nil
+	return &remote{lis: lis, conf: conf, perHost: map[string]int{}}, nil
 }
 
 // Addr is the address the daemon listens on for remote clients (nil
@@ -117,9 +157,9 @@ func (s *Server) acceptRemote(ctx context.Context) {
 			continue
 		}
 		backoff = 0
-		if r.handshaking.Add(1) > maxHandshakes {
-			r.handshaking.Add(-1)
-			s.refused(nc.RemoteAddr(), fmt.Sprintf("%d connections are in their TLS handshake already", maxHandshakes), nil)
+		host, refusal := r.startHandshake(nc.RemoteAddr())
+		if refusal != "" {
+			s.refused(nc.RemoteAddr(), refusal, nil)
 			nc.Close()
 			continue
 		}
@@ -127,7 +167,7 @@ func (s *Server) acceptRemote(ctx context.Context) {
 			s.cfg.Log.Warn("cannot bound the time to notice a dead peer (TCP_USER_TIMEOUT); keepalive alone applies", "remote", nc.RemoteAddr().String(), "err", err)
 		}
 		s.conned.Add(1)
-		go s.serveRemote(nc)
+		go s.serveRemote(nc, host)
 	}
 }
 
@@ -143,7 +183,7 @@ func (s *Server) refused(addr net.Addr, reason string, err error, attrs ...any) 
 // serveRemote authenticates a remote connection (the TLS handshake,
 // bounded by wire.HandshakeBound), takes a serving slot for it, and serves
 // it as serveConn serves a local one.
-func (s *Server) serveRemote(nc net.Conn) {
+func (s *Server) serveRemote(nc net.Conn, host string) {
 	defer s.conned.Done()
 	addr := nc.RemoteAddr()
 	tc := tls.Server(nc, s.remote.conf)
@@ -151,7 +191,7 @@ func (s *Server) serveRemote(nc net.Conn) {
 		ctx, cancel := context.WithTimeout(context.Background(), wire.HandshakeBound)
 		defer cancel()
 		err := tc.HandshakeContext(ctx)
-		s.remote.handshaking.Add(-1)
+		s.remote.endHandshake(host)
 		if err != nil {
 			s.refusedHandshake(addr, err, ctx.Err() != nil)
 			return
@@ -179,7 +219,7 @@ func (s *Server) serveRemote(nc net.Conn) {
 		s.cfg.Log.Info("remote client disconnected", "identity", id.Name, "remote", addr.String())
 	})
 	if !ok {
-		s.remote.handshaking.Add(-1)
+		s.remote.endHandshake(host)
 	}
 }
 
