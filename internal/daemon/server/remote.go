@@ -171,6 +171,24 @@ func (s *Server) acceptRemote(ctx context.Context) {
 	}
 }
 
+// stillValid checks a TLS connection's client certificate again before a
+// call (revocation, validity: the checks of its handshake, with the
+// revocation list as it is now), so that a certificate revoked or expired
+// since the connection was made serves no further call. A local
+// connection is always valid.
+func (s *Server) stillValid(nc net.Conn) error {
+	tc, ok := nc.(*tls.Conn)
+	if !ok || s.remote == nil {
+		return nil
+	}
+	st := tc.ConnectionState()
+	if len(st.PeerCertificates) > 0 && time.Now().After(st.PeerCertificates[0].NotAfter) {
+		return &tlsdir.Refusal{Reason: tlsdir.ReasonExpired, Name: st.PeerCertificates[0].Subject.CommonName,
+			Serial: st.PeerCertificates[0].SerialNumber}
+	}
+	return s.remote.conf.VerifyConnection(st)
+}
+
 // refused logs a remote connection refused before it could make a call.
 func (s *Server) refused(addr net.Addr, reason string, err error, attrs ...any) {
 	args := append([]any{"remote", addr.String(), "reason", reason}, attrs...)

@@ -188,3 +188,32 @@ func BenchmarkRemoteExec(b *testing.B) {
 		}
 	})
 }
+
+// TestRemoteRevokedMidConnection: a certificate revoked while its client
+// holds a connection serves no further call on it: the next call is
+// refused (kind permission, saying revoked), and the daemon logs it.
+// Before the check at each call, the connection made before the
+// revocation went on serving.
+func TestRemoteRevokedMidConnection(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	r := serveRemote(t)
+	carol := filepath.Join(t.TempDir(), "carol")
+	if _, err := tlsdir.Issue(r.ca, "carol", tlsdir.IssueOptions{}, carol); err != nil {
+		t.Fatal(err)
+	}
+	c := r.dial(t, carol)
+	o := client.ExecOptions{Env: []string{mark}}
+	if _, err := c.Exec(context.Background(), "s", "true", o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsdir.Revoke(r.ca, "carol"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Exec(context.Background(), "s", "echo ran", o)
+	if !errors.Is(err, client.ErrPermission) || !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("a call after the revocation, on the connection made before: %v", err)
+	}
+	if log := r.log.String(); !strings.Contains(log, "reason=revoked") || !strings.Contains(log, "identity=carol") {
+		t.Errorf("the refusal is not logged:\n%s", log)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/tlsdir"
 	"github.com/corral-dev/corral/internal/unixsock"
 	"github.com/corral-dev/corral/internal/wire"
 	"github.com/corral-dev/corral/session"
@@ -295,6 +296,12 @@ func (s *Server) serve(c *conn, nc net.Conn, peer *daemon.Peer) {
 		nc.SetReadDeadline(time.Now().Add(wire.HandshakeBound))
 		if !s.begin(c) {
 			wc.WriteError(&wire.Error{Kind: wire.KindStopping, Message: daemon.ErrStopping.Error()})
+			return
+		}
+		if err := s.stillValid(nc); err != nil {
+			s.end(c)
+			s.refused(nc.RemoteAddr(), string(tlsdir.RefusalReason(err)), err, "identity", p.Name)
+			wc.WriteError(&wire.Error{Kind: wire.KindPermission, Message: fmt.Sprintf("%s: %v", p, err)})
 			return
 		}
 		next, ok = s.call(wc, p, h)
