@@ -500,13 +500,12 @@ func killCommand(stdout io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if host != "" {
-				// Remote: the daemon answers for its own records.
-			} else if dir, err := stateDir(); err == nil && !daemonListening(dir) {
-				// No daemon. Sessions outlive a stopped daemon, so look
-				// in the records: start one only if there is something
-				// to kill, never just to say that there is not.
-				if missing, ok := unrecorded(dir, args, all); ok && len(missing) == len(args) {
+			// A local daemon that is not running: sessions outlive it, so
+			// look in the records, and start one only if there is
+			// something to kill, never just to say that there is not. (A
+			// remote daemon answers for its own records.)
+			if host == "" {
+				if missing, ok := noDaemonUnrecorded(args, all); ok && len(missing) == len(args) {
 					if all {
 						return nil
 					}
@@ -531,6 +530,17 @@ func killCommand(stdout io.Writer) *cobra.Command {
 	c.Flags().BoolVar(&all, "all", false, "end every session")
 	addTargetFlags(c)
 	return c
+}
+
+// noDaemonUnrecorded reports, when no local daemon is running, which of
+// names have no record in the state directory (ok false if a daemon runs
+// or the records cannot be read).
+func noDaemonUnrecorded(names []string, all bool) (missing []string, ok bool) {
+	dir, err := stateDir()
+	if err != nil || daemonListening(dir) {
+		return nil, false
+	}
+	return unrecorded(dir, names, all)
 }
 
 // checkUTF8 refuses what the daemon's protocol cannot carry yet: its

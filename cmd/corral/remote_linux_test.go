@@ -422,6 +422,27 @@ func TestRemoteAcrossNamespaces(t *testing.T) {
 	})
 }
 
+// stoppedLine returns the daemon's log line saying that a client went
+// away and its command was stopped (with stopped_in: from the daemon
+// noticing to the tree gone), and fails the test if there is none or it
+// took over 100 ms.
+func (e *remoteEnv) stoppedLine(t *testing.T) string {
+	t.Helper()
+	e.awaitLog(t, "stopped", "client went away; its command was stopped", "remote="+e.net.clientIP+":")
+	for _, line := range strings.Split(e.readLog(), "\n") {
+		_, after, ok := strings.Cut(line, "stopped_in=")
+		if !ok {
+			continue
+		}
+		d, err := time.ParseDuration(strings.Fields(after)[0])
+		if err != nil || d > 100*time.Millisecond {
+			t.Errorf("the tree was gone %v (%v) after the daemon noticed the client's loss (goal 100ms): %s", d, err, line)
+		}
+		return line
+	}
+	return ""
+}
+
 // tlsRefused does a TLS handshake with the daemon from the client
 // namespace, offering cert (nil: none) whatever the daemon asks for, and
 // fails the test unless the daemon refuses it.
@@ -484,6 +505,7 @@ func TestRemoteClientKilled(t *testing.T) {
 		t.Fatalf("the tree of a killed remote client outlived it (pid %d)\n%s", bg, e.readLog())
 	}
 	t.Logf("tree gone %v after the remote client was SIGKILLed", time.Since(start))
+	t.Logf("daemon: %s", e.stoppedLine(t))
 	if out, errs, rc := e.remote(e.ca, "exec", "-s", "k", "--", "echo next"); rc != 0 || out != "next\n" {
 		t.Fatalf("next call: rc %d %q %s", rc, out, errs)
 	}
@@ -505,6 +527,7 @@ func TestRemoteLinkCut(t *testing.T) {
 	}
 	took := time.Since(start)
 	t.Logf("tree gone %v after the link went down", took)
+	t.Logf("daemon: %s", e.stoppedLine(t))
 	// The bound is the keepalive's (10 s) plus the grace (SIGTERM to a
 	// sleep ends it at once): a generous margin for a loaded machine.
 	if took > 10*time.Second+5*time.Second {
