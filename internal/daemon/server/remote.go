@@ -20,14 +20,19 @@ import (
 // which is reread when it changes). The peer of such a connection is the
 // identity its certificate names (daemon.Peer.Name, ReadOnly), never a uid.
 //
-// What a connection can hold before it is authenticated is bounded: at
-// most maxHandshakes connections are in their TLS handshake at once, and
-// at most maxHandshakesPerHost from one address (a further one is refused
-// at once, and logged), each for at most wire.HandshakeBound; only an
-// authenticated client takes one of the daemon's maxConns serving slots.
-// So a slowloris (connections that open and send nothing, or a byte at a
-// time) holds no serving slot, no handshake slot for longer than the
-// bound, and from one address cannot keep other addresses' clients out.
+// What a connection can hold before it is authenticated is bounded. A
+// connection must be authenticated within wire.HandshakeBound of its
+// handshake's start, or it is dropped (and logged). At most
+// handshakesPerHost connections of one address are in their TLS handshake
+// at once; more wait their turn, for at most that bound too (a burst of a
+// controller's connections is served 16 at a time, about 1.5 ms each). At most
+// maxPendingPerHost connections of one address, and maxPending in all,
+// are waiting or in their handshake: a further one is refused at once,
+// and logged. Only an authenticated client takes one of the daemon's
+// maxConns serving slots. So a slowloris (connections that open and send
+// nothing, or a byte at a time) holds no serving slot, no handshake slot
+// for longer than the bound, and from one address cannot keep other
+// addresses' clients out.
 
 // Keepalive and the bound on noticing a dead peer. A peer that vanished
 // (a cable cut, a machine gone: no FIN, no RST) is noticed within
@@ -51,12 +56,12 @@ const (
 	userTimeout   = 9 * time.Second
 )
 
-// maxHandshakes bounds the remote connections in their TLS handshake at
-// once (a handshake holds a few KiB), maxHandshakesPerHost those of one
-// remote address.
+// The bounds on connections not yet authenticated (see above); each
+// holds a descriptor and a few KiB.
 const (
-	maxHandshakes        = 256
-	maxHandshakesPerHost = 16
+	handshakesPerHost = 16
+	maxPendingPerHost = 256
+	maxPending        = 1024
 )
 
 // keepAlive is the keepalive of remote connections, both ends.
@@ -71,40 +76,52 @@ type remote struct {
 	lis  net.Listener
 	conf *tls.Config
 
-	// mu guards the fields that follow: the connections in their
-	// handshake, in all and by remote address.
+	// mu guards the fields that follow: the connections not yet
+	// authenticated, in all and by remote address.
 	mu      sync.Mutex
-	total   int
-	perHost map[string]int
+	pending int
+	hosts   map[string]*hostHandshakes
 }
 
-// startHandshake counts a connection from addr in its handshake, or says
-// why it cannot be.
-func (r *remote) startHandshake(addr net.Addr) (host, refusal string) {
-	host = addr.String()
+// hostHandshakes are the connections of one remote address not yet
+// authenticated: turns holds a token for each in its handshake.
+type hostHandshakes struct {
+	host    string
+	turns   chan struct{}
+	pending int // guarded by remote.mu
+}
+
+// startHandshake counts a connection from addr as pending, or says why it
+// cannot be.
+func (r *remote) startHandshake(addr net.Addr) (*hostHandshakes, string) {
+	host := addr.String()
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	h := r.hosts[host]
 	switch {
-	case r.total >= maxHandshakes:
-		return "", fmt.Sprintf("%d connections are in their TLS handshake already", maxHandshakes)
-	case r.perHost[host] >= maxHandshakesPerHost:
-		return "", fmt.Sprintf("%d connections from %s are in their TLS handshake already", maxHandshakesPerHost, host)
+	case r.pending >= maxPending:
+		return nil, fmt.Sprintf("%d connections are waiting for their TLS handshake already", maxPending)
+	case h != nil && h.pending >= maxPendingPerHost:
+		return nil, fmt.Sprintf("%d connections from %s are waiting for their TLS handshake already", maxPendingPerHost, host)
+	case h == nil:
+		h = &hostHandshakes{host: host, turns: make(chan struct{}, handshakesPerHost)}
+		r.hosts[host] = h
 	}
-	r.total++
-	r.perHost[host]++
-	return host, ""
+	r.pending++
+	h.pending++
+	return h, ""
 }
 
 // endHandshake ends what startHandshake counted.
-func (r *remote) endHandshake(host string) {
+func (r *remote) endHandshake(h *hostHandshakes) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.total--
-	if r.perHost[host]--; r.perHost[host] <= 0 {
-		delete(r.perHost, host)
+	r.pending--
+	if h.pending--; h.pending == 0 {
+		delete(r.hosts, h.host)
 	}
 }
 
@@ -122,7 +139,7 @@ func listenRemote(addr, dir string) (*remote, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &remote{lis: lis, conf: conf, perHost: map[string]int{}}, nil
+	return &remote{lis: lis, conf: conf, hosts: map[string]*hostHandshakes{}}, nil
 }
 
 // Addr is the address the daemon listens on for remote clients (nil
@@ -157,7 +174,7 @@ func (s *Server) acceptRemote(ctx context.Context) {
 			continue
 		}
 		backoff = 0
-		host, refusal := r.startHandshake(nc.RemoteAddr())
+		hs, refusal := r.startHandshake(nc.RemoteAddr())
 		if refusal != "" {
 			s.refused(nc.RemoteAddr(), refusal, nil)
 			nc.Close()
@@ -167,7 +184,7 @@ func (s *Server) acceptRemote(ctx context.Context) {
 			s.cfg.Log.Warn("cannot bound the time to notice a dead peer (TCP_USER_TIMEOUT); keepalive alone applies", "remote", nc.RemoteAddr().String(), "err", err)
 		}
 		s.conned.Add(1)
-		go s.serveRemote(nc, host)
+		go s.serveRemote(nc, hs)
 	}
 }
 
@@ -201,17 +218,28 @@ func (s *Server) refused(addr net.Addr, reason string, err error, attrs ...any) 
 // serveRemote authenticates a remote connection (the TLS handshake,
 // bounded by wire.HandshakeBound), takes a serving slot for it, and serves
 // it as serveConn serves a local one.
-func (s *Server) serveRemote(nc net.Conn, host string) {
+func (s *Server) serveRemote(nc net.Conn, hs *hostHandshakes) {
 	defer s.conned.Done()
 	addr := nc.RemoteAddr()
 	tc := tls.Server(nc, s.remote.conf)
 	ok := s.register(nc, func(c *conn) {
-		ctx, cancel := context.WithTimeout(context.Background(), wire.HandshakeBound)
-		defer cancel()
-		err := tc.HandshakeContext(ctx)
-		s.remote.endHandshake(host)
+		// Its turn within the bound, then the bound for its handshake.
+		var err error
+		timedOut := false
+		select {
+		case hs.turns <- struct{}{}:
+			ctx, cancel := context.WithTimeout(context.Background(), wire.HandshakeBound)
+			err = tc.HandshakeContext(ctx)
+			timedOut = ctx.Err() != nil
+			cancel()
+			<-hs.turns
+		case <-time.After(wire.HandshakeBound):
+			err = fmt.Errorf("%d connections from %s were in their TLS handshake for %v", handshakesPerHost, hs.host, wire.HandshakeBound)
+			timedOut = true
+		}
+		s.remote.endHandshake(hs)
 		if err != nil {
-			s.refusedHandshake(addr, err, ctx.Err() != nil)
+			s.refusedHandshake(addr, err, timedOut)
 			return
 		}
 		id, err := tlsdir.PeerIdentity(tc.ConnectionState())
@@ -237,7 +265,7 @@ func (s *Server) serveRemote(nc net.Conn, host string) {
 		s.cfg.Log.Info("remote client disconnected", "identity", id.Name, "remote", addr.String())
 	})
 	if !ok {
-		s.remote.endHandshake(host)
+		s.remote.endHandshake(hs)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -215,5 +216,35 @@ func TestRemoteRevokedMidConnection(t *testing.T) {
 	}
 	if log := r.log.String(); !strings.Contains(log, "reason=revoked") || !strings.Contains(log, "identity=carol") {
 		t.Errorf("the refusal is not logged:\n%s", log)
+	}
+}
+
+// TestRemoteConcurrentExecs: 200 execs at once from one client over TLS,
+// spread over 20 sessions (more connections than the daemon serves at
+// once, and than one address may have in its handshake): each gets its
+// own output whole, none hangs, none is refused.
+func TestRemoteConcurrentExecs(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	r := serveRemote(t)
+	c := r.dial(t, r.ca)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	const n, sessions = 200, 20
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			var out bytes.Buffer
+			_, err := c.Exec(ctx, fmt.Sprintf("s%d", i%sessions), fmt.Sprintf("echo begin-%d; sleep 0.01; echo end-%d", i, i),
+				client.ExecOptions{Stdout: &out, Env: []string{mark}})
+			if want := fmt.Sprintf("begin-%d\nend-%d\n", i, i); err == nil && out.String() != want {
+				err = fmt.Errorf("exec %d: output %q, want %q", i, out.String(), want)
+			}
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }
