@@ -128,6 +128,9 @@ type remoteEnv struct {
 	ca   string // the CA directory (tls init), also the admin's credentials
 	addr string // HOST:PORT of the daemon
 	log  string // the daemon's stderr
+	// daemon is the daemon process (nsenter execs corral: its pid is
+	// the daemon's).
+	daemon *exec.Cmd
 }
 
 const remotePort = "7443"
@@ -143,26 +146,35 @@ func newRemoteEnv(t *testing.T) *remoteEnv {
 	if out, rc := e.runLocal("tls", "init", e.ca, "--host", p.daemonIP); rc != 0 {
 		t.Fatalf("tls init: %s", out)
 	}
-	logf, err := os.Create(e.log)
+	e.daemon = e.startDaemon(t)
+	return e
+}
+
+// startDaemon starts the daemon in the daemon namespace and returns once
+// it serves remote clients; the daemonEnv's cleanup stops it (daemon stop
+// on its socket).
+func (e *remoteEnv) startDaemon(t *testing.T) *exec.Cmd {
+	t.Helper()
+	logf, err := os.OpenFile(e.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	d := inNS(t, e.mark, p.daemonNS, e.state, "daemon", "--listen", e.addr, "--tls", e.ca)
+	before := strings.Count(e.readLog(), "serving remote clients")
+	d := inNS(t, e.mark, e.net.daemonNS, e.state, "daemon", "--listen", e.addr, "--tls", e.ca)
 	d.Stdout, d.Stderr = logf, logf
 	if err := d.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go d.Wait() // stopped by the daemonEnv's cleanup (daemon stop on its socket)
+	go d.Wait()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if strings.Contains(e.readLog(), "serving remote clients") {
-			break
+		if strings.Count(e.readLog(), "serving remote clients") > before {
+			return d
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the daemon did not listen on %s:\n%s", e.addr, e.readLog())
 		}
 	}
-	return e
 }
 
 func (e *remoteEnv) readLog() string {
@@ -511,8 +523,9 @@ func tlsRefused(t *testing.T, e *remoteEnv, cert *tls.Certificate) {
 
 // startRemoteSleeper starts, in the client namespace, a remote exec whose
 // command puts a background sleep in its tree (its pid in a file), says
-// up, and sleeps; it returns the client and that pid once up.
-func (e *remoteEnv) startRemoteSleeper(t *testing.T, session string) (*exec.Cmd, int) {
+// up, and sleeps; it returns the client, that pid once up, and the
+// client's stderr (to read after the client's Wait).
+func (e *remoteEnv) startRemoteSleeper(t *testing.T, session string) (*exec.Cmd, int, *strings.Builder) {
 	t.Helper()
 	bgFile := filepath.Join(e.state, "bg-"+session)
 	c := e.client(e.ca, "exec", "-s", session, "--", "sleep 300 & echo $! > "+bgFile+"; echo up; sleep 300")
@@ -520,6 +533,8 @@ func (e *remoteEnv) startRemoteSleeper(t *testing.T, session string) (*exec.Cmd,
 	if err != nil {
 		t.Fatal(err)
 	}
+	var errb strings.Builder
+	c.Stderr = &errb
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -528,7 +543,7 @@ func (e *remoteEnv) startRemoteSleeper(t *testing.T, session string) (*exec.Cmd,
 	if line != "up\n" {
 		t.Fatalf("remote command: %q %v\n%s", line, err, e.readLog())
 	}
-	return c, testproc.PidFile(t, bgFile, 5*time.Second)
+	return c, testproc.PidFile(t, bgFile, 5*time.Second), &errb
 }
 
 // TestRemoteClientKilled: a remote client SIGKILLed mid-command has its
@@ -536,7 +551,7 @@ func (e *remoteEnv) startRemoteSleeper(t *testing.T, session string) (*exec.Cmd,
 // and the session serves the next call.
 func TestRemoteClientKilled(t *testing.T) {
 	e := newRemoteEnv(t)
-	c, bg := e.startRemoteSleeper(t, "k")
+	c, bg, _ := e.startRemoteSleeper(t, "k")
 	start := time.Now()
 	c.Process.Signal(syscall.SIGKILL)
 	c.Wait()
@@ -556,7 +571,7 @@ func TestRemoteClientKilled(t *testing.T) {
 // the command's grace.
 func TestRemoteLinkCut(t *testing.T) {
 	e := newRemoteEnv(t)
-	c, bg := e.startRemoteSleeper(t, "cut")
+	c, bg, _ := e.startRemoteSleeper(t, "cut")
 	if out, err := exec.Command("ip", "-n", e.net.clientNS, "link", "set", e.net.clientLink, "down").CombinedOutput(); err != nil {
 		t.Fatalf("link down: %v %s", err, out)
 	}
@@ -584,5 +599,43 @@ func TestRemoteLinkCut(t *testing.T) {
 		t.Errorf("the cut-off client still waits 20s after the link went down")
 		c.Process.Kill()
 		<-done
+	}
+}
+
+// TestRemoteDaemonKilled: a daemon SIGKILLed while a remote client's
+// command runs: the client says it lost the daemon (exit 125), and the
+// session survives: the next daemon takes it over, and a remote client
+// uses it.
+func TestRemoteDaemonKilled(t *testing.T) {
+	e := newRemoteEnv(t)
+	c, bg, errb := e.startRemoteSleeper(t, "live")
+	e.daemon.Process.Signal(syscall.SIGKILL)
+	if !waitGone(e.daemon.Process.Pid, 5*time.Second) {
+		t.Fatal("the daemon did not die")
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Wait() }()
+	select {
+	case err := <-done:
+		if rc := exitCode(err); rc != exitInternal || !strings.Contains(errb.String(), "lost the daemon") {
+			t.Errorf("the client of a killed daemon exited %d (want %d) saying %q", rc, exitInternal, errb.String())
+		}
+		t.Logf("the client of the killed daemon: %s", errb.String())
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client of a killed daemon still waits after 20s")
+	}
+	if !testproc.Alive(bg) {
+		t.Errorf("the session's command died with the daemon")
+	}
+	e.daemon = e.startDaemon(t)
+	out, errs, rc := e.remote(e.ca, "ls", "--json")
+	if rc != 0 || !strings.Contains(out, `"name":"live"`) {
+		t.Fatalf("remote ls after the restart: rc %d %q %s", rc, out, errs)
+	}
+	if out, errs, rc := e.remote(e.ca, "kill", "live"); rc != 0 {
+		t.Fatalf("remote kill after the restart: rc %d %q %s", rc, out, errs)
+	}
+	if !waitGone(bg, 5*time.Second) {
+		t.Errorf("the session's tree outlived its kill (pid %d)", bg)
 	}
 }
