@@ -394,8 +394,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		return err
 	}
 	defer dc.Close()
-	if os.Getenv(isolationEnv) != "" {
-		// Asked for an isolation: make sure the daemon gives it.
+	if os.Getenv(isolationEnv) != "" && host == "" {
+		// Asked for an isolation: make sure the daemon gives it. (This
+		// machine's environment says nothing of a remote daemon's.)
 		st, err := dc.Status(context.Background())
 		if err != nil {
 			return callErr(err)

@@ -40,7 +40,8 @@ type Config struct {
 	TLSDir string
 }
 
-// Server is a daemon served on its unix socket.
+// Server is a daemon served on its unix socket, and on TCP with TLS when
+// Config.Listen is set.
 type Server struct {
 	cfg   Config
 	d     *daemon.Daemon
@@ -252,8 +253,8 @@ func (s *Server) serveConn(nc net.Conn) {
 
 // register counts nc among the server's connections while fn serves it
 // (so that a stop closes it: an idle one at once, a busy one after its
-// call), then closes it. It runs nothing and
-// returns false if the server is stopping.
+// call), then closes it. It runs nothing and returns false if the server
+// is stopping.
 func (s *Server) register(nc net.Conn, fn func(*conn)) bool {
 	c := &conn{nc: nc}
 	s.mu.Lock()
