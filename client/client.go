@@ -14,6 +14,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -90,7 +91,9 @@ func (e *lostError) Unwrap() []error { return []error{ErrLost, e.err} }
 type Client struct {
 	sock     string
 	stateDir string // "" when the target was a socket
-	pid      int    // the daemon's, from its Welcome
+	addr     string // a remote daemon's HOST:PORT, "" for a local one
+	tlsConf  *tls.Config
+	pid      int // the daemon's, from its Welcome
 
 	// mu guards the fields that follow.
 	mu     sync.Mutex
@@ -117,6 +120,7 @@ type Option func(*options)
 type options struct {
 	start  bool
 	corral string
+	tlsDir string
 }
 
 // StartDaemon has Dial start a daemon for the target's state directory
@@ -133,8 +137,8 @@ func StartDaemon(path string) Option {
 const spawnWait = 10 * time.Second
 
 // Dial connects to the daemon of target: a state directory ("" means the
-// default one, $CORRAL_STATE_DIR or the user's), or the path of a daemon's
-// socket. (A host:port with TLS comes with remote access.) A state
+// default one, $CORRAL_STATE_DIR or the user's), the path of a daemon's
+// socket, or the HOST:PORT of a remote daemon (with TLS, which see). A state
 // directory corral would refuse (a link, another user's, writable by
 // others: see internal/statedir) is refused before anything is sent: a
 // socket in a directory someone else controls is theirs to serve. Dial
@@ -146,6 +150,10 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	}
 	c := &Client{}
 	switch fi, err := os.Stat(target); {
+	case err != nil && isHostPort(target):
+		if err := c.dialRemote(target, &o); err != nil {
+			return nil, err
+		}
 	case target == "":
 		dir, err := statedir.Path()
 		if err != nil {
@@ -159,8 +167,6 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 		}
 	case err == nil && fi.IsDir(), errors.Is(err, os.ErrNotExist) && strings.ContainsRune(target, os.PathSeparator):
 		c.stateDir = target
-	case err != nil && !strings.ContainsRune(target, os.PathSeparator) && strings.Contains(target, ":"):
-		return nil, fmt.Errorf("dial %s: remote daemons (host:port over TLS) are not supported yet; give a state directory or a socket", target)
 	case err != nil:
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	default:
@@ -178,12 +184,18 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 		}
 		c.sock = wire.SocketPath(c.stateDir)
 	}
+	if o.tlsDir != "" && c.addr == "" {
+		return nil, fmt.Errorf("dial %s: TLS credentials are for a remote daemon (HOST:PORT), not a local one", target)
+	}
 	started, retried := false, false
 	for {
 		wc, err := c.connect(ctx)
 		if err == nil {
 			c.idle = append(c.idle, idleConn{wc, time.Now()})
 			return c, nil
+		}
+		if c.addr != "" {
+			return nil, err // no start on demand, no second look
 		}
 		if notListening(err) {
 			if !o.start || c.stateDir == "" || started {
@@ -207,6 +219,9 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 }
 
 func (c *Client) target() string {
+	if c.addr != "" {
+		return c.addr
+	}
 	if c.stateDir != "" {
 		return c.stateDir
 	}
@@ -233,16 +248,22 @@ func (c *Client) listening() bool {
 // taking shells over accepts only once it serves: the Welcome may take
 // that long, bounded by spawnWait.
 func (c *Client) connect(ctx context.Context) (*wire.Conn, error) {
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unix", c.sock)
-	if err != nil {
-		return nil, err
-	}
-	wc := wire.NewConn(nc)
 	deadline := time.Now().Add(spawnWait)
 	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
 		deadline = dl
 	}
+	var nc net.Conn
+	var err error
+	if c.addr != "" {
+		nc, err = c.dialTLS(ctx, deadline)
+	} else {
+		var d net.Dialer
+		nc, err = d.DialContext(ctx, "unix", c.sock)
+	}
+	if err != nil {
+		return nil, err
+	}
+	wc := wire.NewConn(nc)
 	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { nc.Close() })
 	defer stop()
@@ -253,7 +274,10 @@ func (c *Client) connect(ctx context.Context) (*wire.Conn, error) {
 		}
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
-			return nil, fmt.Errorf("the daemon at %s did not answer within %v", c.sock, spawnWait)
+			return nil, fmt.Errorf("the daemon at %s did not answer within %v", c.target(), spawnWait)
+		}
+		if c.addr != "" {
+			return nil, c.tlsErr(err)
 		}
 		return nil, err
 	}
@@ -308,7 +332,7 @@ func (c *Client) get(ctx context.Context) (wc *wire.Conn, reused bool, err error
 	}
 	c.mu.Unlock()
 	wc, err = c.connect(ctx)
-	if err != nil && notListening(err) {
+	if err != nil && (notListening(err) || errors.Is(err, ErrNoDaemon)) {
 		return nil, false, &lostError{err}
 	}
 	return wc, false, err
@@ -486,7 +510,10 @@ type ExecOptions struct {
 	// Oneshot runs the command in a fresh contained shell.
 	Oneshot bool
 	// Dir and Env are a new session's initial directory and environment
-	// (and a oneshot command's); "" and nil mean this process's.
+	// (and a oneshot command's); "" and nil mean this process's. For a
+	// remote daemon (TLS) they mean the daemon's home and environment
+	// instead, Env's variables are set over the daemon's environment, and
+	// Dir and Cwd must be absolute paths of the daemon's machine.
 	Dir string
 	Env []string
 	// Cwd, if set, is entered before the command (made absolute here): in
@@ -528,21 +555,32 @@ type Result struct {
 }
 
 // request builds the wire request of one command, once.
-func request(name, code string, o *ExecOptions) (*wire.Exec, error) {
+func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error) {
 	e := &wire.Exec{Session: name, Command: code, Oneshot: o.Oneshot, Dir: o.Dir, Env: o.Env, Stdin: o.Stdin != nil,
 		Merge:     corral.SameWriter(o.Stdout, o.Stderr),
 		TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, GraceMs: o.Grace.Milliseconds(), StopSignal: int(o.StopSignal)}
-	if e.Env == nil {
+	switch {
+	case remote && o.Cwd != "" && !filepath.IsAbs(o.Cwd):
+		return nil, fmt.Errorf("%w: cwd %s: a remote daemon needs an absolute path (of its machine)", ErrBadRequest, o.Cwd)
+	case remote && o.Dir != "" && !filepath.IsAbs(o.Dir):
+		return nil, fmt.Errorf("%w: dir %s: a remote daemon needs an absolute path (of its machine)", ErrBadRequest, o.Dir)
+	case remote:
+		// Nothing of this machine: the daemon starts from its own home
+		// and environment, plus what the caller gave explicitly.
+		if o.Cwd != "" {
+			e.Cwd, e.Dir = o.Cwd, o.Cwd
+		}
+	case e.Env == nil:
 		e.Env = os.Environ()
 	}
-	if o.Cwd != "" {
+	if o.Cwd != "" && !remote {
 		abs, err := filepath.Abs(o.Cwd)
 		if err != nil {
 			return nil, fmt.Errorf("%w: cwd %s: %v", ErrBadRequest, o.Cwd, err)
 		}
 		e.Cwd, e.Dir = abs, abs
 	}
-	if e.Dir == "" {
+	if e.Dir == "" && !remote {
 		e.Dir, _ = os.Getwd()
 	}
 	if o.Grace < 0 {
@@ -576,7 +614,7 @@ func request(name, code string, o *ExecOptions) (*wire.Exec, error) {
 // *StateNotSavedError, or both (errors.Join). Without a result, the
 // command did not run (or this client lost the daemon: ErrLost).
 func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*Result, error) {
-	e, err := request(name, code, &o)
+	e, err := request(name, code, &o, c.addr != "")
 	if err != nil {
 		return nil, err
 	}

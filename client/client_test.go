@@ -42,7 +42,7 @@ func TestClientTypedErrors(t *testing.T) {
 	if _, err := client.Dial(context.Background(), t.TempDir()); !errors.Is(err, client.ErrNoDaemon) {
 		t.Errorf("dial of a state directory with no daemon: %v, want ErrNoDaemon", err)
 	}
-	if _, err := client.Dial(context.Background(), "example.com:7000"); err == nil || !strings.Contains(err.Error(), "not supported yet") {
+	if _, err := client.Dial(context.Background(), "example.com:7000"); err == nil || !strings.Contains(err.Error(), "--tls DIR") {
 		t.Errorf("dial of host:port: %v", err)
 	}
 	state, stop := serve(t)

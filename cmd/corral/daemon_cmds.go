@@ -55,8 +55,16 @@ func callErr(err error) error {
 }
 
 // connect dials the daemon of the state directory, starting one (this
-// binary) if none answers and start is set.
+// binary) if none answers and start is set; or the remote daemon of
+// --host (never started), with "" for the directory.
 func connect(start bool) (*client.Client, string, error) {
+	if host, tdir, err := remoteHost(); err != nil || host != "" {
+		if err != nil {
+			return nil, "", err
+		}
+		c, err := dialRemote(host, tdir)
+		return c, "", err
+	}
 	dir, err := stateDir()
 	if err != nil {
 		return nil, "", err
@@ -85,6 +93,7 @@ func dial(dir string, start bool) (*client.Client, error) {
 
 func daemonCommand(stdout io.Writer) *cobra.Command {
 	var asJSON bool
+	var listen string
 	c := &cobra.Command{
 		Use:   "daemon [stop|status]",
 		Short: "Run the corral daemon in the foreground, stop it, or show its status",
@@ -93,22 +102,53 @@ describe the running one. $CORRAL_ISOLATION (auto, cgroup, pgroup) selects
 how its sessions' shells are contained. Stopping the daemon leaves every
 session running:
 each session's shell holds its own command channel and output (FIFOs in the
-state directory), and the next daemon takes it over.`,
+state directory), and the next daemon takes it over.
+
+Remote clients: --listen HOST:PORT --tls DIR also serves them over TCP with
+TLS 1.3, each with a client certificate signed by DIR's CA (corral tls init
+DIR made it; corral tls issue DIR --client NAME makes more; corral tls
+revoke DIR NAME revokes one, from the next connection on). Plaintext, no
+certificate, another CA, expired or revoked certificates are refused and
+logged with the reason. A read-only identity (tls issue --read-only) may
+list sessions and see the status, not exec, kill or stop. A remote client
+that goes away has its command's tree stopped; a peer that vanishes (a
+cable cut) is noticed within 10s. The unix socket keeps serving beside it.
+
+daemon status and daemon stop take --host HOST:PORT --tls DIR to reach a
+remote daemon.`,
 		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: []string{"stop", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
+				if target.host != "" {
+					return usageErr("daemon: --host is for daemon status and stop; to serve remote clients, give --listen HOST:PORT --tls DIR")
+				}
+				if listen != "" && target.tlsDir == "" {
+					return usageErr("daemon: --listen %s needs --tls DIR (a directory made by corral tls init DIR --host NAME)", listen)
+				}
+				if listen == "" && target.tlsDir != "" {
+					return usageErr("daemon: --tls is for --listen HOST:PORT")
+				}
 				dir, err := stateDir()
 				if err != nil {
 					return err
 				}
-				return runDaemon(dir)
+				return runDaemon(dir, listen, target.tlsDir)
 			}
 			if args[0] != "stop" && args[0] != "status" {
 				return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
 			}
-			if dir, err := stateDir(); err == nil && !daemonListening(dir) {
-				return noDaemon(args[0], asJSON, dir, stdout)
+			if listen != "" {
+				return usageErr("daemon %s: --listen is for running the daemon (corral daemon --listen HOST:PORT --tls DIR)", args[0])
+			}
+			host, _, err := remoteHost()
+			if err != nil {
+				return err
+			}
+			if host == "" {
+				if dir, err := stateDir(); err == nil && !daemonListening(dir) {
+					return noDaemon(args[0], asJSON, dir, stdout)
+				}
 			}
 			c, dir, err := connect(false)
 			if err != nil {
@@ -120,6 +160,10 @@ state directory), and the next daemon takes it over.`,
 				pid := c.DaemonPid()
 				if err := c.Stop(context.Background()); err != nil {
 					return callErr(err)
+				}
+				if host != "" {
+					fmt.Fprintf(stdout, "asked the daemon at %s (pid %d) to stop; its sessions keep running\n", host, pid)
+					return nil
 				}
 				// The daemon removes its pid file last.
 				pidFile := filepath.Join(dir, "daemon.pid")
@@ -148,10 +192,12 @@ state directory), and the next daemon takes it over.`,
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	c.Flags().StringVar(&listen, "listen", "", "also serve remote clients on HOST:PORT over TLS with client certificates (needs --tls DIR)")
+	addTargetFlags(c)
 	return c
 }
 
-func runDaemon(dir string) error {
+func runDaemon(dir, listen, tlsDir string) error {
 	iso, err := isolationOf("", false)
 	if err != nil {
 		return err
@@ -160,7 +206,7 @@ func runDaemon(dir string) error {
 	// must not make the daemon die of a thread it could not create.
 	daemon.ReserveThreads()
 	d, err := server.Open(server.Config{Config: daemon.Config{StateDir: dir, Isolation: iso,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}})
+		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}, Listen: listen, TLSDir: tlsDir})
 	if err != nil {
 		code := exitInternal
 		if errors.Is(err, daemon.ErrRunning) {
@@ -189,6 +235,7 @@ type execFlags struct {
 	maxOutput string
 	cwd       string
 	oneshot   bool
+	env       []string
 }
 
 func execCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
@@ -208,7 +255,10 @@ What runs:
   -c, --code CODE      shell code, explicitly
   -f, --file FILE      the shell code in FILE (up to 1 MiB; no argv limit)
 
-A new session starts with this client's environment and working directory (or --cwd).
+A new session starts with this client's environment and working directory (or
+--cwd), with --env NAME=VALUE set over it. With --host (a remote daemon)
+nothing of this machine is sent: a new session starts in the daemon's home
+(or --cwd, an absolute path there) with the daemon's environment and --env.
 --timeout resets the session: the next call gets a fresh shell, started in
 the cwd and exported environment of the last completed command (shell
 variables, functions and background jobs are gone).
@@ -247,6 +297,8 @@ session from other clients.`,
 	fl.StringVar(&f.maxOutput, "max-output", "", "stop the command once its output passes this size (e.g. 10MiB)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory: a new session's first, or cd to it before the command")
 	fl.BoolVar(&f.oneshot, "oneshot", false, "run in a fresh contained shell instead of the session")
+	fl.StringArrayVar(&f.env, "env", nil, "set NAME=VALUE in a new session's (or a oneshot's) environment; repeatable")
+	addTargetFlags(c)
 	return c
 }
 
@@ -280,10 +332,21 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	if err != nil {
 		return err
 	}
+	if err := envFlags(f.env); err != nil {
+		return err
+	}
+	host, _, err := remoteHost()
+	if err != nil {
+		return err
+	}
 	// The request, built once: the daemon checks it.
 	opts := client.ExecOptions{Timeout: f.timeout, Oneshot: f.oneshot,
-		Env: os.Environ(), StopSignal: stopSig}
+		Env: append(os.Environ(), f.env...), StopSignal: stopSig}
 	opts.Stdout, opts.Stderr = merged(stdout, stderr)
+	if host != "" {
+		// Nothing of this machine's: the daemon's environment, and --env.
+		opts.Env = f.env
+	}
 	if f.maxOutput != "" {
 		n, err := parseSize(f.maxOutput)
 		if err != nil || n <= 0 {
@@ -291,13 +354,19 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		}
 		opts.MaxOutput = n
 	}
-	if f.cwd != "" {
+	switch {
+	case f.cwd != "" && host != "":
+		if !filepath.IsAbs(f.cwd) {
+			return usageErr("--cwd %s: with --host, give an absolute path on the daemon's machine", f.cwd)
+		}
+		opts.Cwd = f.cwd
+	case f.cwd != "":
 		abs, err := filepath.Abs(f.cwd)
 		if err != nil {
 			return usageErr("--cwd: %v", err)
 		}
 		opts.Cwd = abs
-	} else {
+	case host == "":
 		opts.Dir, _ = os.Getwd()
 	}
 	if f.graceSet {
@@ -326,8 +395,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		return err
 	}
 	defer dc.Close()
-	if os.Getenv(isolationEnv) != "" {
-		// Asked for an isolation: make sure the daemon gives it.
+	if os.Getenv(isolationEnv) != "" && host == "" {
+		// Asked for an isolation: make sure the daemon gives it. (This
+		// machine's environment says nothing of a remote daemon's.)
 		st, err := dc.Status(context.Background())
 		if err != nil {
 			return callErr(err)
@@ -409,6 +479,7 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	addTargetFlags(c)
 	return c
 }
 
@@ -427,11 +498,16 @@ func killCommand(stdout io.Writer) *cobra.Command {
 					return usageErr("%v", err)
 				}
 			}
-			if dir, err := stateDir(); err == nil && !daemonListening(dir) {
-				// No daemon. Sessions outlive a stopped daemon, so look
-				// in the records: start one only if there is something
-				// to kill, never just to say that there is not.
-				if missing, ok := unrecorded(dir, args, all); ok && len(missing) == len(args) {
+			host, _, err := remoteHost()
+			if err != nil {
+				return err
+			}
+			// A local daemon that is not running: sessions outlive it, so
+			// look in the records, and start one only if there is
+			// something to kill, never just to say that there is not. (A
+			// remote daemon answers for its own records.)
+			if host == "" {
+				if missing, ok := noDaemonUnrecorded(args, all); ok && len(missing) == len(args) {
 					if all {
 						return nil
 					}
@@ -454,7 +530,19 @@ func killCommand(stdout io.Writer) *cobra.Command {
 		},
 	}
 	c.Flags().BoolVar(&all, "all", false, "end every session")
+	addTargetFlags(c)
 	return c
+}
+
+// noDaemonUnrecorded reports, when no local daemon is running, which of
+// names have no record in the state directory (ok false if a daemon runs
+// or the records cannot be read).
+func noDaemonUnrecorded(names []string, all bool) (missing []string, ok bool) {
+	dir, err := stateDir()
+	if err != nil || daemonListening(dir) {
+		return nil, false
+	}
+	return unrecorded(dir, names, all)
 }
 
 // checkUTF8 refuses what the daemon's protocol cannot carry yet: its

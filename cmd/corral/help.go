@@ -32,7 +32,10 @@ Environment:
   CORRAL_ISOLATION     containment when --isolation is not given: auto,
                        cgroup, pgroup (Linux), job (Windows)
   CORRAL_CGROUP_ROOT   the cgroup v2 directory below which trees get their
-                       cgroups (a delegated one, for unprivileged users)`
+                       cgroups (a delegated one, for unprivileged users)
+  CORRAL_HOST          a remote daemon (HOST:PORT) for exec, ls, kill and
+                       daemon status/stop when --host is not given
+  CORRAL_TLS_DIR       its TLS credentials when --tls is not given`
 
 const rootExamples = `  corral run --timeout 10 -- make test        # 10 seconds, then SIGTERM, grace, SIGKILL
   corral run --signal INT --timeout 1m -- ./train.py

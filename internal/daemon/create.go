@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 // maxPath bounds a cwd: PATH_MAX on Linux, counting its NUL. A longer path
@@ -70,4 +71,37 @@ func varName(kv string) string {
 		}
 	}
 	return kv
+}
+
+// remoteStart is where a remote client's command starts: dir if the
+// client gave one explicitly (its --cwd), else the daemon's home; the
+// daemon's environment with the client's explicit variables (its --env)
+// over it. A remote client's own cwd and environment are its machine's,
+// and never sent.
+func remoteStart(dir string, env []string) (string, []string) {
+	if dir == "" {
+		dir = "/"
+		if home, err := os.UserHomeDir(); err == nil && filepath.IsAbs(home) {
+			if fi, err := os.Stat(home); err == nil && fi.IsDir() {
+				dir = home
+			}
+		}
+	}
+	return dir, mergeEnv(os.Environ(), env)
+}
+
+// mergeEnv is base with each of over's variables set (replacing base's
+// entry of the same name).
+func mergeEnv(base, over []string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	set := make(map[string]bool, len(over))
+	for _, kv := range over {
+		set[varName(kv)] = true
+	}
+	for _, kv := range base {
+		if !set[varName(kv)] {
+			out = append(out, kv)
+		}
+	}
+	return append(out, over...)
 }

@@ -106,18 +106,53 @@ type Daemon struct {
 	stopOneshots context.CancelCauseFunc
 }
 
-// Peer is who makes a request: today the uid of the process at the other
-// end of the unix socket (SO_PEERCRED); remote access adds certificate
-// identities.
+// Peer is who makes a request: a local process, named by its uid
+// (SO_PEERCRED on the unix socket), or a remote client, named by its
+// verified client certificate (a TLS connection: internal/daemon/server
+// has verified it; the core trusts the front-end's authentication and
+// decides what the identity may do).
 type Peer struct {
+	// UID is a local peer's uid (ignored for a remote one).
 	UID int
+	// Name is a remote peer's identity, its certificate's name; "" for a
+	// local peer.
+	Name string
+	// ReadOnly marks a remote identity that may list sessions and read
+	// the daemon's status, but not run, kill or stop anything.
+	ReadOnly bool
+	// Addr is a remote peer's address, for the log.
+	Addr string
 }
 
-// authorize refuses a peer that may not use this daemon: only processes
-// of the daemon's own uid may.
+// Remote reports whether p is a remote client (a TLS identity).
+func (p Peer) Remote() bool { return p.Name != "" }
+
+// String names p for the log and for errors.
+func (p Peer) String() string {
+	if p.Remote() {
+		return fmt.Sprintf("identity %q", p.Name)
+	}
+	return fmt.Sprintf("uid %d", p.UID)
+}
+
+// authorize refuses a peer that may not use this daemon: a local process
+// of another uid. A remote identity was authenticated by its front-end.
 func (d *Daemon) authorize(p Peer) error {
-	if p.UID != d.uid {
+	if !p.Remote() && p.UID != d.uid {
 		return fmt.Errorf("%w: uid %d may not use the daemon of uid %d", ErrPermission, p.UID, d.uid)
+	}
+	return nil
+}
+
+// authorizeChange is authorize for a request that runs, kills or stops
+// something (what): a read-only identity may not.
+func (d *Daemon) authorizeChange(p Peer, what string) error {
+	if err := d.authorize(p); err != nil {
+		return err
+	}
+	if p.ReadOnly {
+		return fmt.Errorf("%w: %s is read-only: it may list sessions and read the daemon's status, not %s (issue it a certificate without --read-only to allow that)",
+			ErrPermission, p, what)
 	}
 	return nil
 }
@@ -763,8 +798,14 @@ type ExecResult struct {
 // refused request (ErrBadRequest), a session that is broken, still being
 // recovered or closed, a daemon stopping.
 func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult, error) {
-	if err := d.authorize(p); err != nil {
+	if err := d.authorizeChange(p, "run commands"); err != nil {
+		d.cfg.Log.Warn("request refused", "peer", p.String(), "addr", p.Addr, "call", "exec", "err", err)
 		return nil, err
+	}
+	if p.Remote() {
+		// The client's cwd and environment mean nothing here: a remote
+		// command starts from the daemon's own.
+		req.Dir, req.Env = remoteStart(req.Dir, req.Env)
 	}
 	if req.Oneshot {
 		if res := enterable(req.Cwd); res != nil {
@@ -1105,7 +1146,8 @@ func (d *Daemon) List(ctx context.Context, p Peer) ([]SessionInfo, error) {
 // killed, up to the first it could not (a bad name is ErrBadRequest, one
 // with no record ErrNotFound).
 func (d *Daemon) Kill(ctx context.Context, p Peer, names []string, all bool) ([]string, error) {
-	if err := d.authorize(p); err != nil {
+	if err := d.authorizeChange(p, "kill sessions"); err != nil {
+		d.cfg.Log.Warn("request refused", "peer", p.String(), "addr", p.Addr, "call", "kill", "err", err)
 		return nil, err
 	}
 	if all {
@@ -1199,7 +1241,8 @@ func (d *Daemon) Status(ctx context.Context, p Peer) (Status, error) {
 // Stop asks the daemon to stop (StopRequested is closed); sessions and
 // records stay.
 func (d *Daemon) Stop(ctx context.Context, p Peer) error {
-	if err := d.authorize(p); err != nil {
+	if err := d.authorizeChange(p, "stop the daemon"); err != nil {
+		d.cfg.Log.Warn("request refused", "peer", p.String(), "addr", p.Addr, "call", "stop", "err", err)
 		return err
 	}
 	d.stopReq.Do(func() { close(d.stopped) })

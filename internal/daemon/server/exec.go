@@ -59,8 +59,9 @@ type execCall struct {
 	stalled bool
 	rest    []byte
 
-	mu  sync.Mutex
-	bad string // the first protocol violation
+	mu     sync.Mutex
+	bad    string    // the first protocol violation
+	goneAt time.Time // when the connection was found closed or broken
 }
 
 type next struct {
@@ -122,6 +123,11 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	what := e.Session
 	if e.Oneshot {
 		what = "oneshot"
+	}
+	if at := x.wentAway(); !at.IsZero() && errors.Is(context.Cause(ctx), errClientGone) && res != nil {
+		// Settled means gone: the tree is, now.
+		s.cfg.Log.Info("client went away; its command was stopped", "session", what, "peer", peer.String(),
+			"remote", peer.Addr, "outcome", res.Outcome, "stopped_in", time.Since(at))
 	}
 	if bad := x.violation(); bad != "" {
 		fate := "the command did not run"
@@ -240,7 +246,7 @@ func (x *execCall) receive() {
 	for {
 		h, err := x.c.ReadHeader()
 		if err != nil {
-			x.cancel(errClientGone)
+			x.gone()
 			x.next <- next{err: err}
 			return
 		}
@@ -259,7 +265,7 @@ func (x *execCall) receive() {
 			return
 		}
 		if err != nil {
-			x.cancel(errClientGone)
+			x.gone()
 			x.next <- next{err: err}
 			return
 		}
@@ -308,6 +314,21 @@ func (x *execCall) receive() {
 			return
 		}
 	}
+}
+
+// gone stops the command of a client whose connection closed or broke.
+func (x *execCall) gone() {
+	x.mu.Lock()
+	x.goneAt = time.Now()
+	x.mu.Unlock()
+	x.cancel(errClientGone)
+}
+
+// wentAway returns when the client was found gone (zero if it was not).
+func (x *execCall) wentAway() time.Time {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.goneAt
 }
 
 func (x *execCall) violate(why string) {

@@ -24,8 +24,8 @@ const (
 	maxConns = 64
 )
 
-// connLimit is a listener that serves at most n connections at once:
-// Accept waits while n are open, leaving new ones in the kernel's backlog.
+// connLimit is a listener that serves at most cap(slots) connections at
+// once: Accept waits while they are all taken, leaving new ones in the kernel's backlog.
 type connLimit struct {
 	net.Listener
 	slots  chan struct{}
@@ -33,8 +33,10 @@ type connLimit struct {
 	close  func() error
 }
 
-func limitConns(l net.Listener, n int) net.Listener {
-	c := &connLimit{Listener: l, slots: make(chan struct{}, n), closed: make(chan struct{})}
+// limitConns limits l to the free slots of slots (shared with the remote
+// listener, which takes one only once a client is authenticated).
+func limitConns(l net.Listener, slots chan struct{}) net.Listener {
+	c := &connLimit{Listener: l, slots: slots, closed: make(chan struct{})}
 	c.close = sync.OnceValue(func() error { close(c.closed); return l.Close() })
 	return c
 }

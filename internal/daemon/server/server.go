@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/tlsdir"
 	"github.com/corral-dev/corral/internal/unixsock"
 	"github.com/corral-dev/corral/internal/wire"
 	"github.com/corral-dev/corral/session"
@@ -32,15 +33,24 @@ type Config struct {
 	// daemon stops the command (grace, then kill), freeing its session's
 	// turn, and logs it.
 	SendStall time.Duration
+	// Listen, if set (HOST:PORT), also serves remote clients there over
+	// TCP with TLS 1.3 and client certificates, with the credentials of
+	// TLSDir (made by corral tls init: see internal/tlsdir and remote.go).
+	Listen string
+	TLSDir string
 }
 
-// Server is a daemon served on its unix socket.
+// Server is a daemon served on its unix socket, and on TCP with TLS when
+// Config.Listen is set.
 type Server struct {
 	cfg   Config
 	d     *daemon.Daemon
 	lis   net.Listener
 	sock  string
 	stall time.Duration
+	// slots bounds the connections served at once, local and remote.
+	slots  chan struct{}
+	remote *remote // nil without Config.Listen
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex
@@ -81,16 +91,30 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	var rem *remote
+	if cfg.Listen != "" {
+		// Before the socket: a daemon that cannot serve what it was
+		// asked to serve does not start.
+		if rem, err = listenRemote(cfg.Listen, cfg.TLSDir); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
 	sock := wire.SocketPath(cfg.StateDir)
 	lis, err := unixsock.Listen(sock)
 	if errors.Is(err, unixsock.ErrInUse) {
 		err = daemon.Running(cfg.StateDir, err)
 	}
 	if err != nil {
+		if rem != nil {
+			rem.lis.Close()
+		}
 		d.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, lis: limitConns(lis, maxConns), sock: sock, stall: cfg.SendStall, conns: map[*conn]struct{}{}}
+	slots := make(chan struct{}, maxConns)
+	s := &Server{cfg: cfg, d: d, lis: limitConns(lis, slots), sock: sock, stall: cfg.SendStall, conns: map[*conn]struct{}{},
+		slots: slots, remote: rem}
 	if s.stall <= 0 {
 		s.stall = DefaultSendStall
 	}
@@ -104,6 +128,12 @@ func (s *Server) Daemon() *daemon.Daemon { return s.d }
 // Serve answers clients until a client asks the daemon to stop or ctx
 // ends, then stops: see shutdown. Sessions keep running after it returns.
 func (s *Server) Serve(ctx context.Context) error {
+	if s.remote != nil {
+		s.cfg.Log.Info("serving remote clients", "listen", s.remote.lis.Addr().String(), "tls", s.cfg.TLSDir,
+			"dead_peer_bound", DeadPeerBound)
+		s.accept.Add(1)
+		go s.acceptRemote(ctx)
+	}
 	s.accept.Add(1)
 	go func() {
 		defer s.accept.Done()
@@ -159,6 +189,9 @@ func (s *Server) shutdown() {
 		}
 		s.mu.Unlock()
 		s.lis.Close()
+		if s.remote != nil {
+			s.remote.lis.Close()
+		}
 		s.accept.Wait()
 		if !waitFor(&s.calls, stopBound) {
 			// Let go first: a call cut off now must not be taken as its
@@ -211,9 +244,18 @@ func (s *Server) end(c *conn) {
 	}
 }
 
-// serveConn serves one connection: the handshake, then its calls in turn.
+// serveConn serves one local connection: the handshake, then its calls
+// in turn.
 func (s *Server) serveConn(nc net.Conn) {
 	defer s.conned.Done()
+	s.register(nc, func(c *conn) { s.serve(c, nc, nil) })
+}
+
+// register counts nc among the server's connections while fn serves it
+// (so that a stop closes it: an idle one at once, a busy one after its
+// call), then closes it. It runs nothing and returns false if the server
+// is stopping.
+func (s *Server) register(nc net.Conn, fn func(*conn)) bool {
 	c := &conn{nc: nc}
 	s.mu.Lock()
 	stopping := s.stopping
@@ -228,10 +270,19 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.mu.Unlock()
 	}()
 	if stopping {
-		return
+		return false
 	}
+	fn(c)
+	return true
+}
+
+// serve serves a registered connection: the handshake, then its calls in
+// turn: c as registered, nc what it carries (c's own connection, or TLS
+// over it). peer is the connection's peer if its transport said who it
+// is (TLS), nil for a local one (learned at the handshake).
+func (s *Server) serve(c *conn, nc net.Conn, peer *daemon.Peer) {
 	wc := wire.NewConn(nc)
-	peer, ok := s.handshake(wc)
+	p, ok := s.handshake(wc, peer)
 	if !ok {
 		return
 	}
@@ -248,7 +299,13 @@ func (s *Server) serveConn(nc net.Conn) {
 			wc.WriteError(&wire.Error{Kind: wire.KindStopping, Message: daemon.ErrStopping.Error()})
 			return
 		}
-		next, ok = s.call(wc, peer, h)
+		if err := s.stillValid(nc); err != nil {
+			s.end(c)
+			s.refused(nc.RemoteAddr(), string(tlsdir.RefusalReason(err)), err, "identity", p.Name)
+			wc.WriteError(&wire.Error{Kind: wire.KindPermission, Message: fmt.Sprintf("%s: %v", p, err)})
+			return
+		}
+		next, ok = s.call(wc, p, h)
 		s.end(c)
 		if !ok {
 			return
@@ -257,7 +314,7 @@ func (s *Server) serveConn(nc net.Conn) {
 }
 
 // handshake reads the client's Hello, learns who it is, and answers.
-func (s *Server) handshake(c *wire.Conn) (daemon.Peer, bool) {
+func (s *Server) handshake(c *wire.Conn, known *daemon.Peer) (daemon.Peer, bool) {
 	c.Net().SetReadDeadline(time.Now().Add(wire.HandshakeBound))
 	typ, b, err := c.ReadFrame(wire.MaxHello)
 	if err != nil {
@@ -280,16 +337,21 @@ func (s *Server) handshake(c *wire.Conn) (daemon.Peer, bool) {
 		c.WriteError(werr)
 		return daemon.Peer{}, false
 	}
-	raw := c.Net()
-	if lc, ok := raw.(*limitedConn); ok {
-		raw = lc.Conn
+	var peer daemon.Peer
+	if known != nil {
+		peer = *known
+	} else {
+		raw := c.Net()
+		if lc, ok := raw.(*limitedConn); ok {
+			raw = lc.Conn
+		}
+		uid, err := unixsock.PeerUID(raw)
+		if err != nil {
+			c.WriteError(&wire.Error{Kind: wire.KindPermission, Message: "cannot learn who you are: " + err.Error()})
+			return daemon.Peer{}, false
+		}
+		peer = daemon.Peer{UID: uid}
 	}
-	uid, err := unixsock.PeerUID(raw)
-	if err != nil {
-		c.WriteError(&wire.Error{Kind: wire.KindPermission, Message: "cannot learn who you are: " + err.Error()})
-		return daemon.Peer{}, false
-	}
-	peer := daemon.Peer{UID: uid}
 	if err := s.d.Authorize(peer); err != nil {
 		c.WriteError(wireErr(err))
 		return daemon.Peer{}, false
