@@ -28,12 +28,24 @@ func openOutputPTY(tty *os.File) (master, slave *os.File, err error) {
 	return master, slave, nil
 }
 
+// dupFile is a descriptor of f's own.
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
 // followSize copies tty's size to the pseudo-terminal at each resize,
-// until done.
-func followSize(master, tty *os.File, resize <-chan struct{}, done <-chan struct{}) {
+// until stop; master is its own descriptor, closed then. It closes ended
+// when it returns.
+func followSize(master, tty *os.File, resize <-chan struct{}, stop <-chan struct{}, ended chan<- struct{}) {
+	defer close(ended)
+	defer master.Close()
 	for {
 		select {
-		case <-done:
+		case <-stop:
 			return
 		case <-resize:
 			if sz, err := pty.GetsizeFull(tty); err == nil {

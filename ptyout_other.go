@@ -13,4 +13,8 @@ func openOutputPTY(tty *os.File) (master, slave *os.File, err error) {
 	return nil, nil, errors.ErrUnsupported
 }
 
-func followSize(master, tty *os.File, resize <-chan struct{}, done <-chan struct{}) {}
+func dupFile(f *os.File) (*os.File, error) { return nil, errors.ErrUnsupported }
+
+func followSize(master, tty *os.File, resize <-chan struct{}, stop <-chan struct{}, ended chan<- struct{}) {
+	close(ended)
+}

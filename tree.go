@@ -38,9 +38,12 @@ type Tree struct {
 	ident  Identity
 	rl     *relay
 	stdin  *os.File
-	res    *Result
-	err    error
-	done   chan struct{} // closed once res and err are final
+	// sizeDone is closed when the follower of an OutputTTY's size has
+	// ended (nil: none runs).
+	sizeDone chan struct{}
+	res      *Result
+	err      error
+	done     chan struct{} // closed once res and err are final
 
 	// stopReq is closed by the first Stop; kill when a Stop's grace ran
 	// out (or at once, for a negative grace).
@@ -175,9 +178,18 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 	}
 	t := newTree(c, ctx, cancel, ct, res.StartedAt)
 	t.stdin = stdin
-	t.rl = newRelay(res.StartedAt, c.MaxOutput, outR, errR, c.Stdout, c.Stderr)
+	var sizeMaster *os.File
 	if ptyMaster != nil && c.OutputTTYResize != nil {
-		go followSize(ptyMaster, c.OutputTTY, c.OutputTTYResize, t.done)
+		// A descriptor of its own: the relay closes ptyMaster at end of
+		// file, whatever the follower is doing.
+		sizeMaster, _ = dupFile(ptyMaster)
+	}
+	t.rl = newRelay(res.StartedAt, c.MaxOutput, outR, errR, c.Stdout, c.Stderr)
+	if sizeMaster != nil {
+		// It follows the size while there is output to relay; supervise
+		// waits for it before the tree counts as settled.
+		t.sizeDone = make(chan struct{})
+		go followSize(sizeMaster, c.OutputTTY, c.OutputTTYResize, t.rl.done, t.sizeDone)
 	}
 	go t.supervise()
 	return t, nil
@@ -336,6 +348,11 @@ func (t *Tree) killLocked() {
 // methods other than Identity and Exited.
 func (t *Tree) supervise() {
 	defer close(t.done)
+	defer func() {
+		if t.sizeDone != nil {
+			<-t.sizeDone
+		}
+	}()
 	defer func() {
 		t.stopMu.Lock()
 		if t.killTimer != nil {
