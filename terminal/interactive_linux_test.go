@@ -69,12 +69,21 @@ func TestAttachTerminalInTmux(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	want, err := tm.Screen(ctx10(t), ScreenOptions{})
-	if err != nil {
-		t.Fatal(err)
+	// The redraw reaches the pane in pieces ("first line" may show
+	// before the last row is drawn): wait for it to be whole.
+	var got, wantText string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		want, err := tm.Screen(ctx10(t), ScreenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, wantText = "", want.Text
+		if got, _ = p.screen(); got == wantText || time.Now().After(deadline) {
+			break
+		}
 	}
-	if got, _ := p.screen(); got != want.Text {
-		t.Errorf("the attached pane differs from the session's screen:\n%s", diffRows(got, want.Text))
+	if got != wantText {
+		t.Errorf("the attached pane differs from the session's screen:\n%s", diffRows(got, wantText))
 	}
 	if m := modes(); !strings.Contains(m, "alt=1") || strings.Contains(m, "mouse=0000") {
 		t.Errorf("vim's modes did not reach the attached terminal: %s", m)
