@@ -1,0 +1,134 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// setLimits writes l into the live cgroup dir: memory.high, memory.max,
+// cpu.max, pids.max, each only if l sets or removes it. A controller the
+// cgroup lacks is first enabled in its parent's subtree_control if that
+// parent can hand it down (as at a start).
+func setLimits(dir string, l Limits) error {
+	if err := validLive(l); err != nil {
+		return err
+	}
+	need := Limits{MemoryMax: abs(l.MemoryMax), MemoryHigh: abs(l.MemoryHigh), CPUs: max(l.CPUs, -l.CPUs), PidsMax: int(abs(int64(l.PidsMax)))}
+	if err := prepareControllers(filepath.Dir(dir), need.controllers()); err != nil {
+		return err
+	}
+	write := func(file, v string) error {
+		if err := writeSmall(filepath.Join(dir, file), v); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return fmt.Errorf("%w: set %s to %s: the tree's cgroup %s is gone", ErrGone, file, v, dir)
+			}
+			return fmt.Errorf("%w: set %s to %s in %s: %w", ErrIsolation, file, v, dir, err)
+		}
+		return nil
+	}
+	num := func(n int64) string {
+		if n < 0 {
+			return "max"
+		}
+		return strconv.FormatInt(n, 10)
+	}
+	if l.MemoryHigh != 0 {
+		if err := write("memory.high", num(l.MemoryHigh)); err != nil {
+			return err
+		}
+	}
+	if l.MemoryMax != 0 {
+		if err := write("memory.max", num(l.MemoryMax)); err != nil {
+			return err
+		}
+	}
+	switch {
+	case l.CPUs > 0:
+		if err := write("cpu.max", cpuMax(l.CPUs)); err != nil {
+			return err
+		}
+	case l.CPUs < 0:
+		if err := write("cpu.max", "max"); err != nil {
+			return err
+		}
+	}
+	if l.PidsMax != 0 {
+		if err := write("pids.max", num(int64(l.PidsMax))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func abs(n int64) int64 { return max(n, -n) }
+
+// validLive refuses what no cgroup file takes: NaN or infinite CPUs.
+func validLive(l Limits) error {
+	if l.CPUs != l.CPUs || l.CPUs > 1e6 || l.CPUs < -1e6 {
+		return fmt.Errorf("invalid CPU limit %v", l.CPUs)
+	}
+	return nil
+}
+
+// checkControllers is CheckLimits's part after the isolation: the
+// controllers l needs are (or can be) enabled where trees are made.
+func checkControllers(iso Isolation, l Limits) error {
+	if iso != Cgroup {
+		return nil
+	}
+	base, err := cgroupBase()
+	if err != nil {
+		return err
+	}
+	return prepareControllers(base, l.controllers())
+}
+
+// liveUsage is readUsage for a cgroup still in use, with what it holds
+// now (memory.current, pids.current).
+func liveUsage(dir string) (Usage, error) {
+	var buf [64]byte
+	if err := unix.Access(dir, unix.F_OK); err != nil {
+		return Usage{Missing: "the tree's cgroup is gone"}, fmt.Errorf("%w: cgroup %s: %w", ErrGone, dir, err)
+	}
+	u := readUsage(dir)
+	if b, err := readSmall(filepath.Join(dir, "memory.current"), buf[:]); err == nil {
+		u.MemoryCurrent = number(b)
+	}
+	if b, err := readSmall(filepath.Join(dir, "pids.current"), buf[:]); err == nil {
+		u.PidsCurrent = number(b)
+	}
+	return u, nil
+}
+
+func resetPeak(dir string) (*Peak, error) {
+	fd, err := unix.Open(filepath.Join(dir, "memory.peak"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("memory.peak cannot be reset here (Linux 6.12 and later can): %w: %w", ErrUnsupported, err)
+	}
+	if _, err := unix.Write(fd, []byte("reset\n")); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("memory.peak cannot be reset here: %w: %w", ErrUnsupported, err)
+	}
+	return &Peak{fd: fd}, nil
+}
+
+// Read is the tree's memory peak since the reset, in bytes.
+func (p *Peak) Read() (int64, error) {
+	var buf [32]byte
+	n, err := unix.Pread(p.fd, buf[:], 0)
+	if err != nil {
+		return 0, err
+	}
+	v := number(buf[:n])
+	if v == nil {
+		return 0, fmt.Errorf("memory.peak: unreadable %q", buf[:n])
+	}
+	return *v, nil
+}
+
+// Close releases the Peak.
+func (p *Peak) Close() { unix.Close(p.fd) }
