@@ -154,6 +154,13 @@ while :; do for i in 1 2 3 4 5 6 7 8 9 10; do :; done; read -r -a f < /proc/$$/s
 	}
 }
 
+func ptrI(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
 func ptr(p *float64) any {
 	if p == nil {
 		return nil
@@ -211,6 +218,7 @@ func TestSessionLimitMemoryOOM(t *testing.T) {
 	if res.MemoryPeakBytes == nil || *res.MemoryPeakBytes > 64<<20 || *res.MemoryPeakBytes < 32<<20 {
 		t.Errorf("memory peak %v, want near the 64 MiB limit", res.MemoryPeakBytes)
 	}
+	t.Logf("256 MiB under 64 MiB: outcome %s, exit %d, oom_kills %d, memory_peak_bytes %v", res.Outcome, res.ExitCode, *res.OOMKills, ptrI(res.MemoryPeakBytes))
 	out, _, res, err := run(t, s, "echo after")
 	if err != nil || out != "after\n" || s.State().Pid != pid || res.OOMKills == nil || *res.OOMKills != 0 {
 		t.Fatalf("after the OOM kill: %q %v %+v (shell %d, was %d)", out, err, res, s.State().Pid, pid)
@@ -220,6 +228,7 @@ func TestSessionLimitMemoryOOM(t *testing.T) {
 	if res.Outcome != corral.OutcomeOOM || res.Signal != 9 || !strings.Contains(res.Error, "session restarts") || !errors.Is(err, corral.ErrOOM) {
 		t.Fatalf("the shell outgrowing the limit: %v %+v", err, res)
 	}
+	t.Logf("the shell outgrowing 64 MiB: outcome %s, signal %d, error %q", res.Outcome, res.Signal, res.Error)
 	out, _, res, err = run(t, s, "echo restarted")
 	if err != nil || out != "restarted\n" || s.State().Pid == pid || s.State().Resets != 1 || cgroupFile(t, res, "memory.max") != "67108864" {
 		t.Fatalf("after the shell's OOM kill: %q %v %+v (state %+v)", out, err, res, s.State())
