@@ -145,8 +145,8 @@ type Meter struct {
 // once, to read it and release what it holds.
 func (t *Tree) Measure() *Meter {
 	m := &Meter{t: t}
-	m.before, m.err = contain.LiveUsage(t.ident.contain())
-	if m.err == nil {
+	m.before, m.err = contain.Counters(t.ident.contain(), false)
+	if m.err == nil && m.before.OOMKills != nil { // a memory controller: a peak to reset
 		m.peak, _ = contain.ResetPeak(t.ident.contain())
 	}
 	return m
@@ -181,7 +181,7 @@ func (m *Meter) Account(res *Result) {
 	case <-m.t.done:
 		after = finalUsage(m.t.res)
 	default:
-		u, err := contain.LiveUsage(m.t.ident.contain())
+		u, err := contain.Counters(m.t.ident.contain(), true)
 		if err == nil {
 			after = Usage{MemoryPeakBytes: u.MemoryPeak, PidsPeak: u.PidsPeak, CPUUserMs: usecToMs(u.CPUUser),
 				CPUSystemMs: usecToMs(u.CPUSystem), CPUThrottledMs: usecToMs(u.CPUThrottled), OOMKills: u.OOMKills, Missing: u.Missing}

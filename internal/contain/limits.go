@@ -133,6 +133,17 @@ func LiveUsage(ident Identity) (Usage, error) {
 	return liveUsage(ident.Cgroup)
 }
 
+// Counters reads the running tree's CPU times and OOM kills (cpu.stat,
+// memory.events), and with peaks also its memory.peak and pids.peak and
+// the reasons for what is missing: the few files a command's accounting
+// needs, read before and after it (LiveUsage reads more).
+func Counters(ident Identity, peaks bool) (Usage, error) {
+	if ident.Isolation != Cgroup || ident.Cgroup == "" {
+		return Usage{Missing: string(ident.Isolation) + " isolation"}, ErrUnsupported
+	}
+	return counters(ident.Cgroup, peaks)
+}
+
 // Peak is a tree's memory.peak as reset at one moment: the kernel (Linux
 // 6.12 and later) keeps a peak of its own for each open file description
 // of memory.peak that was written to, starting from the usage then.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -104,13 +105,52 @@ func liveUsage(dir string) (Usage, error) {
 	return u, nil
 }
 
+// counters is Counters: cpu.stat and memory.events alone unless peaks,
+// which is readUsage.
+func counters(dir string, peaks bool) (Usage, error) {
+	if peaks {
+		u := readUsage(dir)
+		if u.CPUUser == nil && u.CPUSystem == nil {
+			if err := unix.Access(dir, unix.F_OK); err != nil {
+				return Usage{Missing: "the tree's cgroup is gone"}, fmt.Errorf("%w: cgroup %s: %w", ErrGone, dir, err)
+			}
+		}
+		return u, nil
+	}
+	var u Usage
+	var buf [1024]byte
+	b, err := readSmall(filepath.Join(dir, "cpu.stat"), buf[:])
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return Usage{Missing: "the tree's cgroup is gone"}, fmt.Errorf("%w: cgroup %s: %w", ErrGone, dir, err)
+		}
+		return Usage{Missing: "cpu.stat: " + err.Error()}, err
+	}
+	u.CPUUser, u.CPUSystem, u.CPUThrottled = statValue(b, "user_usec"), statValue(b, "system_usec"), statValue(b, "throttled_usec")
+	if b, err := readSmall(filepath.Join(dir, "memory.events"), buf[:]); err == nil {
+		u.OOMKills = statValue(b, "oom_kill")
+	}
+	return u, nil
+}
+
+// noPeakReset is set once the kernel refused a reset of memory.peak: it
+// is the kernel's, not the cgroup's, so later commands do not ask again.
+var noPeakReset atomic.Bool
+
 func resetPeak(dir string) (*Peak, error) {
+	if noPeakReset.Load() {
+		return nil, fmt.Errorf("memory.peak cannot be reset here (Linux 6.12 and later can): %w", ErrUnsupported)
+	}
 	fd, err := unix.Open(filepath.Join(dir, "memory.peak"), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		noPeakReset.Store(true) // the file takes no writes: a kernel before 6.12
+	}
 	if err != nil {
 		return nil, fmt.Errorf("memory.peak cannot be reset here (Linux 6.12 and later can): %w: %w", ErrUnsupported, err)
 	}
 	if _, err := unix.Write(fd, []byte("reset\n")); err != nil {
 		unix.Close(fd)
+		noPeakReset.Store(true)
 		return nil, fmt.Errorf("memory.peak cannot be reset here: %w: %w", ErrUnsupported, err)
 	}
 	return &Peak{fd: fd}, nil

@@ -10,6 +10,10 @@ func liveUsage(dir string) (Usage, error) {
 	return Usage{Missing: "no cgroup on this system"}, ErrUnsupported
 }
 
+func counters(dir string, peaks bool) (Usage, error) {
+	return Usage{Missing: "no cgroup on this system"}, ErrUnsupported
+}
+
 func resetPeak(dir string) (*Peak, error) { return nil, ErrUnsupported }
 
 // Read is the tree's memory peak since the reset, in bytes.
