@@ -71,45 +71,49 @@ func cgroupFile(t *testing.T, res *corral.Result, name string) string {
 // change asked of a live session is refused the same way and leaves the
 // session as it was: same shell, same limits, still working.
 func TestSessionLimitsRefused(t *testing.T) {
-	mark := testproc.Guard(t, 60*time.Second)
 	ran := filepath.Join(t.TempDir(), "ran")
-	s := newSession(t, Config{Shell: "/bin/sh", Isolation: corral.IsolationPgroup, Limits: corral.Limits{PidsMax: 32}}, mark)
-	_, _, res, err := run(t, s, "touch "+ran)
-	if !errors.Is(err, corral.ErrIsolation) || res.Outcome != corral.OutcomeStartFailed || !strings.Contains(res.Error, "pgroup isolation cannot enforce") {
-		t.Fatalf("pgroup with a pids limit: %v %+v", err, res)
-	}
-	if _, err := os.Stat(ran); err == nil {
-		t.Fatal("the command ran although its limits could not be enforced")
-	}
+	t.Run("pgroup", func(t *testing.T) {
+		mark := testproc.Guard(t, 60*time.Second)
+		s := newSession(t, Config{Shell: "/bin/sh", Isolation: corral.IsolationPgroup, Limits: corral.Limits{PidsMax: 32}}, mark)
+		_, _, res, err := run(t, s, "touch "+ran)
+		if !errors.Is(err, corral.ErrIsolation) || res.Outcome != corral.OutcomeStartFailed || !strings.Contains(res.Error, "pgroup isolation cannot enforce") {
+			t.Fatalf("pgroup with a pids limit: %v %+v", err, res)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatal("the command ran although its limits could not be enforced")
+		}
+	})
+	t.Run("cgroup-without-controller", func(t *testing.T) {
+		base, avail := cgroupControllers(t)
+		if avail["memory"] {
+			t.Skipf("the memory controller is available in %s: nothing to refuse here (the VM tests enforce it)", base)
+		}
+		mark := testproc.Guard(t, 60*time.Second)
+		s := newSession(t, Config{Shell: "/bin/sh", Isolation: corral.IsolationCgroup, Limits: corral.Limits{MemoryMax: 64 << 20}}, mark)
+		_, _, res, err := run(t, s, "touch "+ran)
+		if !errors.Is(err, corral.ErrIsolation) || res.Outcome != corral.OutcomeStartFailed ||
+			!strings.Contains(res.Error, "memory controller is not delegated") || !strings.Contains(res.Error, "Delegate=") {
+			t.Fatalf("cgroup without the memory controller: %v %+v", err, res)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatal("the command ran although its limits could not be enforced")
+		}
 
-	base, avail := cgroupControllers(t)
-	if avail["memory"] {
-		t.Skipf("the memory controller is available in %s: nothing to refuse here (the VM tests enforce it)", base)
-	}
-	s = newSession(t, Config{Shell: "/bin/sh", Isolation: corral.IsolationCgroup, Limits: corral.Limits{MemoryMax: 64 << 20}}, mark)
-	_, _, res, err = run(t, s, "touch "+ran)
-	if !errors.Is(err, corral.ErrIsolation) || res.Outcome != corral.OutcomeStartFailed ||
-		!strings.Contains(res.Error, "memory controller is not delegated") || !strings.Contains(res.Error, "Delegate=") {
-		t.Fatalf("cgroup without the memory controller: %v %+v", err, res)
-	}
-	if _, err := os.Stat(ran); err == nil {
-		t.Fatal("the command ran although its limits could not be enforced")
-	}
-
-	// A live session without limits: a change is refused, nothing else.
-	s = newSession(t, Config{Shell: "/bin/sh", Isolation: corral.IsolationCgroup}, mark)
-	if _, _, res, err = run(t, s, "echo up"); err != nil {
-		t.Fatal(err, res)
-	}
-	pid := s.State().Pid
-	l, err := s.SetLimits(context.Background(), corral.Limits{MemoryMax: 64 << 20})
-	if !errors.Is(err, corral.ErrIsolation) || !l.IsZero() || !s.Limits().IsZero() {
-		t.Fatalf("SetLimits without the controller: %v, limits %+v then %+v", err, l, s.Limits())
-	}
-	out, _, res, err := run(t, s, "echo still")
-	if err != nil || out != "still\n" || s.State().Pid != pid {
-		t.Fatalf("after the refused change: %q %v %+v (shell %d, was %d)", out, err, res, s.State().Pid, pid)
-	}
+		// A live session without limits: a change is refused, nothing else.
+		s = newSession(t, Config{Shell: "/bin/sh", Isolation: corral.IsolationCgroup}, mark)
+		if _, _, res, err = run(t, s, "echo up"); err != nil {
+			t.Fatal(err, res)
+		}
+		pid := s.State().Pid
+		l, err := s.SetLimits(context.Background(), corral.Limits{MemoryMax: 64 << 20})
+		if !errors.Is(err, corral.ErrIsolation) || !l.IsZero() || !s.Limits().IsZero() {
+			t.Fatalf("SetLimits without the controller: %v, limits %+v then %+v", err, l, s.Limits())
+		}
+		out, _, res, err := run(t, s, "echo still")
+		if err != nil || out != "still\n" || s.State().Pid != pid {
+			t.Fatalf("after the refused change: %q %v %+v (shell %d, was %d)", out, err, res, s.State().Pid, pid)
+		}
+	})
 }
 
 // TestSessionAccountsEachCommand: a session command's CPU times are what
