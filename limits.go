@@ -136,20 +136,51 @@ func (t *Tree) Usage() Usage {
 // one command of a long-lived tree (a session's shell).
 type Meter struct {
 	t      *Tree
+	c      *contain.Counter
 	before contain.Usage
 	err    error // the tree could not be measured at Measure
 	peak   *contain.Peak
 }
 
 // Measure starts measuring the tree from now on. Account must be called
-// once, to read it and release what it holds.
+// once, to read it and release what it holds. The tree keeps its
+// accounting files open from the first Measure until it settles, so each
+// measure costs reads, not opens.
 func (t *Tree) Measure() *Meter {
 	m := &Meter{t: t}
-	m.before, m.err = contain.Counters(t.ident.contain(), false)
+	m.c, m.before, m.err = t.counter()
+	if m.err == nil {
+		m.before, m.err = m.c.Read(false)
+	}
 	if m.err == nil && m.before.OOMKills != nil { // a memory controller: a peak to reset
 		m.peak, _ = contain.ResetPeak(t.ident.contain())
 	}
 	return m
+}
+
+// counter is the tree's open accounting files, opened on first use.
+func (t *Tree) counter() (*contain.Counter, contain.Usage, error) {
+	t.acctMu.Lock()
+	defer t.acctMu.Unlock()
+	if t.acctClosed {
+		return nil, contain.Usage{Missing: "the tree has settled"}, contain.ErrGone
+	}
+	if t.acct == nil && t.acctErr == nil {
+		var u contain.Usage
+		t.acct, u, t.acctErr = contain.OpenCounter(t.ident.contain())
+		t.acctMiss = u.Missing
+	}
+	return t.acct, contain.Usage{Missing: t.acctMiss}, t.acctErr
+}
+
+// closeCounter closes the tree's accounting files, once it has settled.
+func (t *Tree) closeCounter() {
+	t.acctMu.Lock()
+	defer t.acctMu.Unlock()
+	t.acctClosed = true
+	if t.acct != nil {
+		t.acct.Close()
+	}
 }
 
 // PeakSinceMeasure reports whether the meter's memory peak is its own
@@ -181,7 +212,7 @@ func (m *Meter) Account(res *Result) {
 	case <-m.t.done:
 		after = finalUsage(m.t.res)
 	default:
-		u, err := contain.Counters(m.t.ident.contain(), true)
+		u, err := m.c.Read(true)
 		if err == nil {
 			after = Usage{MemoryPeakBytes: u.MemoryPeak, PidsPeak: u.PidsPeak, CPUUserMs: usecToMs(u.CPUUser),
 				CPUSystemMs: usecToMs(u.CPUSystem), CPUThrottledMs: usecToMs(u.CPUThrottled), OOMKills: u.OOMKills, Missing: u.Missing}

@@ -3,6 +3,7 @@ package contain
 import (
 	"fmt"
 	"runtime"
+	"sync"
 )
 
 // Limits are the resource limits of a tree, written into its cgroup (or,
@@ -133,15 +134,27 @@ func LiveUsage(ident Identity) (Usage, error) {
 	return liveUsage(ident.Cgroup)
 }
 
-// Counters reads the running tree's CPU times and OOM kills (cpu.stat,
-// memory.events), and with peaks also its memory.peak and pids.peak and
-// the reasons for what is missing: the few files a command's accounting
-// needs, read before and after it (LiveUsage reads more).
-func Counters(ident Identity, peaks bool) (Usage, error) {
+// Counter reads a running tree's accounting (cpu.stat, memory.events,
+// memory.peak, pids.peak) through descriptors it keeps open, so that a
+// long-lived tree measured before and after each of many commands (a
+// session's shell) pays a read per file, not an open, a read and a close,
+// nor the search for why a file is missing. Its methods are safe for
+// concurrent use; Close releases it, and Read then fails with ErrGone.
+type Counter struct {
+	mu      sync.Mutex
+	fds     [4]int // cpuStat, memEvents, memPeak, pidsPeak; -1: absent
+	missing string // why what is absent is (fixed at open)
+	closed  bool
+}
+
+// OpenCounter opens the accounting files of the running tree ident. It
+// fails with ErrUnsupported for a tree without a cgroup (the Usage's
+// Missing says why) and ErrGone once the cgroup is removed.
+func OpenCounter(ident Identity) (*Counter, Usage, error) {
 	if ident.Isolation != Cgroup || ident.Cgroup == "" {
-		return Usage{Missing: string(ident.Isolation) + " isolation"}, ErrUnsupported
+		return nil, Usage{Missing: string(ident.Isolation) + " isolation"}, ErrUnsupported
 	}
-	return counters(ident.Cgroup, peaks)
+	return openCounter(ident.Cgroup)
 }
 
 // Peak is a tree's memory.peak as reset at one moment: the kernel (Linux

@@ -105,32 +105,104 @@ func liveUsage(dir string) (Usage, error) {
 	return u, nil
 }
 
-// counters is Counters: cpu.stat and memory.events alone unless peaks,
-// which is readUsage.
-func counters(dir string, peaks bool) (Usage, error) {
-	if peaks {
-		u := readUsage(dir)
-		if u.CPUUser == nil && u.CPUSystem == nil {
-			if err := unix.Access(dir, unix.F_OK); err != nil {
-				return Usage{Missing: "the tree's cgroup is gone"}, fmt.Errorf("%w: cgroup %s: %w", ErrGone, dir, err)
+const (
+	cpuStat = iota
+	memEvents
+	memPeak
+	pidsPeak
+)
+
+var counterFiles = [4]string{"cpu.stat", "memory.events", "memory.peak", "pids.peak"}
+
+func openCounter(dir string) (*Counter, Usage, error) {
+	c := &Counter{fds: [4]int{-1, -1, -1, -1}}
+	for i, name := range counterFiles {
+		fd, err := unix.Open(filepath.Join(dir, name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			fd = -1
+			if i == cpuStat {
+				c.closeLocked()
+				if errors.Is(err, unix.ENOENT) {
+					return nil, Usage{Missing: "the tree's cgroup is gone"}, fmt.Errorf("%w: cgroup %s: %w", ErrGone, dir, err)
+				}
+				return nil, Usage{Missing: "cpu.stat: " + err.Error()}, err
 			}
 		}
-		return u, nil
+		c.fds[i] = fd
+	}
+	// Why what is missing is: as a run's accounting says it (once).
+	c.missing = readUsage(dir).Missing
+	return c, Usage{}, nil
+}
+
+// Read reads the counters: CPU times and OOM kills, and with peaks also
+// memory.peak and pids.peak (with Missing for what is absent).
+func (c *Counter) Read(peaks bool) (Usage, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return Usage{Missing: "the tree's cgroup is gone"}, ErrGone
 	}
 	var u Usage
 	var buf [1024]byte
-	b, err := readSmall(filepath.Join(dir, "cpu.stat"), buf[:])
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return Usage{Missing: "the tree's cgroup is gone"}, fmt.Errorf("%w: cgroup %s: %w", ErrGone, dir, err)
+	read := func(i int) ([]byte, error) {
+		for {
+			n, err := unix.Pread(c.fds[i], buf[:], 0)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			return buf[:n], nil
 		}
-		return Usage{Missing: "cpu.stat: " + err.Error()}, err
+	}
+	b, err := read(cpuStat)
+	if err != nil {
+		// ENODEV: the cgroup was removed under us.
+		return Usage{Missing: "the tree's cgroup is gone"}, fmt.Errorf("%w: cpu.stat: %w", ErrGone, err)
 	}
 	u.CPUUser, u.CPUSystem, u.CPUThrottled = statValue(b, "user_usec"), statValue(b, "system_usec"), statValue(b, "throttled_usec")
-	if b, err := readSmall(filepath.Join(dir, "memory.events"), buf[:]); err == nil {
-		u.OOMKills = statValue(b, "oom_kill")
+	if c.fds[memEvents] >= 0 {
+		if b, err := read(memEvents); err == nil {
+			u.OOMKills = statValue(b, "oom_kill")
+		}
 	}
+	if !peaks {
+		return u, nil
+	}
+	if c.fds[memPeak] >= 0 {
+		if b, err := read(memPeak); err == nil {
+			u.MemoryPeak = number(b)
+		}
+	}
+	if c.fds[pidsPeak] >= 0 {
+		if b, err := read(pidsPeak); err == nil {
+			u.PidsPeak = number(b)
+		}
+	}
+	u.Missing = c.missing
 	return u, nil
+}
+
+// Close releases the descriptors.
+func (c *Counter) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeLocked()
+}
+
+func (c *Counter) closeLocked() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	for i, fd := range c.fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+		c.fds[i] = -1
+	}
 }
 
 // noPeakReset is set once the kernel refused a reset of memory.peak: it

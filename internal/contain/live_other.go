@@ -10,9 +10,15 @@ func liveUsage(dir string) (Usage, error) {
 	return Usage{Missing: "no cgroup on this system"}, ErrUnsupported
 }
 
-func counters(dir string, peaks bool) (Usage, error) {
-	return Usage{Missing: "no cgroup on this system"}, ErrUnsupported
+func openCounter(dir string) (*Counter, Usage, error) {
+	return nil, Usage{Missing: "no cgroup on this system"}, ErrUnsupported
 }
+
+// Read reads the counters.
+func (c *Counter) Read(peaks bool) (Usage, error) { return Usage{}, ErrUnsupported }
+
+// Close releases the Counter.
+func (c *Counter) Close() {}
 
 func resetPeak(dir string) (*Peak, error) { return nil, ErrUnsupported }
 
