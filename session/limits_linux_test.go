@@ -270,3 +270,32 @@ func TestSessionLimitMemoryChangedLive(t *testing.T) {
 		t.Fatalf("128 MiB with the limit removed: %v %+v", err, res)
 	}
 }
+
+// TestSessionLimitPeakPerCommand: where the kernel resets memory.peak per
+// reader (Linux 6.12 and later, with the memory controller), a command's
+// memory_peak_bytes is its own: after a command that allocated 48 MiB, an
+// idle command's peak is far below it, and the accounting no longer calls
+// the memory peak the session's. Elsewhere (the VM's 6.1) it skips.
+func TestSessionLimitPeakPerCommand(t *testing.T) {
+	needSessionControllers(t, "memory")
+	matrix.NeedShell(t, "bash")
+	mark := testproc.Guard(t, 120*time.Second)
+	s := newSession(t, Config{Shell: "bash", Isolation: corral.IsolationCgroup}, mark)
+	_, _, res, err := run(t, s, "echo up")
+	if err != nil {
+		t.Fatal(err, res)
+	}
+	p, err := contain.ResetPeak(contain.Identity{Isolation: contain.Cgroup, Cgroup: res.Cgroup})
+	if err != nil {
+		t.Skipf("this kernel keeps one memory.peak per cgroup (%v): a session's peak is the session's", err)
+	}
+	p.Close()
+	_, _, big, err := run(t, s, "dd if=/dev/zero of=/dev/null bs=48M count=1 2>/dev/null")
+	if err != nil || big.MemoryPeakBytes == nil || *big.MemoryPeakBytes < 40<<20 {
+		t.Fatalf("48 MiB: %v %+v", err, big)
+	}
+	_, _, idle, err := run(t, s, ":")
+	if err != nil || idle.MemoryPeakBytes == nil || *idle.MemoryPeakBytes > 16<<20 || strings.Contains(idle.Accounting, "memory_peak_bytes") {
+		t.Fatalf("the idle command after it: %v peak %v, accounting %q", err, ptrI(idle.MemoryPeakBytes), idle.Accounting)
+	}
+}
