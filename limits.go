@@ -82,6 +82,22 @@ func (l Limits) Apply(change Limits) Limits {
 	return l
 }
 
+// Exact is l as a change that makes a tree's limits exactly l: each
+// limit l does not set is removed.
+func (l Limits) Exact() Limits {
+	neg := func(v int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return -1
+	}
+	e := Limits{MemoryMax: neg(l.MemoryMax), MemoryHigh: neg(l.MemoryHigh), PidsMax: int(neg(int64(l.PidsMax))), CPUs: l.CPUs}
+	if l.CPUs <= 0 {
+		e.CPUs = -1
+	}
+	return e
+}
+
 func (l Limits) contain() contain.Limits {
 	return contain.Limits{MemoryMax: l.MemoryMax, MemoryHigh: l.MemoryHigh, CPUs: l.CPUs, PidsMax: l.PidsMax}
 }

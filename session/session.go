@@ -442,6 +442,29 @@ func (s *Session) SetLimits(ctx context.Context, change corral.Limits) (corral.L
 	return next, nil
 }
 
+// EnforceLimits writes the session's limits, exactly, into its running
+// shell's tree (a limit the session has not is removed there): for a
+// shell taken over with Attach, whose cgroup may have been changed after
+// the limits were recorded (an owner that died between the two). It
+// waits for its turn like a command, and does nothing without a shell.
+func (s *Session) EnforceLimits(ctx context.Context) error {
+	release, err := s.turn.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	s.mu.Lock()
+	sh, l := s.sh, s.cfg.Limits
+	s.mu.Unlock()
+	if sh == nil || sh.isDead() || l.IsZero() && sh.tree.Identity().Isolation != corral.IsolationCgroup {
+		return nil
+	}
+	if err := sh.tree.SetLimits(l.Exact()); err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	return nil
+}
+
 // Limits are the session's resource limits now.
 func (s *Session) Limits() corral.Limits {
 	s.mu.Lock()

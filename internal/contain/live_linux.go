@@ -18,12 +18,17 @@ func setLimits(dir string, l Limits) error {
 	if err := validLive(l); err != nil {
 		return err
 	}
-	need := Limits{MemoryMax: abs(l.MemoryMax), MemoryHigh: abs(l.MemoryHigh), CPUs: max(l.CPUs, -l.CPUs), PidsMax: int(abs(int64(l.PidsMax)))}
+	// Only what is set needs its controller: a limit removed where its
+	// controller is not there is no limit already.
+	need := Limits{MemoryMax: max(l.MemoryMax, 0), MemoryHigh: max(l.MemoryHigh, 0), CPUs: max(l.CPUs, 0), PidsMax: max(l.PidsMax, 0)}
 	if err := prepareControllers(filepath.Dir(dir), need.controllers()); err != nil {
 		return err
 	}
 	write := func(file, v string) error {
 		if err := writeSmall(filepath.Join(dir, file), v); err != nil {
+			if errors.Is(err, unix.ENOENT) && v == "max" && unix.Access(dir, unix.F_OK) == nil {
+				return nil // no controller, so no limit to remove
+			}
 			if errors.Is(err, unix.ENOENT) {
 				return fmt.Errorf("%w: set %s to %s: the tree's cgroup %s is gone", ErrGone, file, v, dir)
 			}
@@ -64,8 +69,6 @@ func setLimits(dir string, l Limits) error {
 	}
 	return nil
 }
-
-func abs(n int64) int64 { return max(n, -n) }
 
 // validLive refuses what no cgroup file takes: NaN or infinite CPUs.
 func validLive(l Limits) error {

@@ -517,6 +517,12 @@ func (d *Daemon) recordTakeover(name string, s *session.Session) {
 	if err := d.writeState(name, s, false); err != nil {
 		d.cfg.Log.Warn("cannot record the state of a taken-over shell", "session", name, "err", err)
 	}
+	// The record's limits are the session's: a daemon that died after it
+	// changed the cgroup and before it recorded the change told no
+	// client, so the cgroup goes back to what is recorded.
+	if err := s.EnforceLimits(ctx); err != nil && !errors.Is(err, session.ErrClosed) {
+		d.cfg.Log.Warn("cannot give a taken-over shell its recorded limits", "session", name, "err", err)
+	}
 }
 
 // stillRecovering records why name's recovery is not over.

@@ -83,9 +83,9 @@ func TestCoreSessionLimitsRefused(t *testing.T) {
 
 // TestCoreSessionLimitsKept: a session's limits are in its record and in
 // force in every shell it has: the first, one changed in place (which the
-// result says), a fresh shell after the shell exited, and, after the
-// daemon stopped and the next one took the shell over, the shell after
-// another exit. ls gives the limits and the tree's memory and pids in use.
+// result says), a fresh shell after the shell exited, the shell the next
+// daemon took over (given its recorded limits back if its cgroup's were
+// changed meanwhile), and the shell after another exit. ls gives the limits and the tree's memory and pids in use.
 // It needs the memory and pids controllers (the VM).
 func TestCoreSessionLimitsKept(t *testing.T) {
 	if base, avail := trackedControllers(t); !avail["memory"] || !avail["pids"] {
@@ -136,11 +136,22 @@ func TestCoreSessionLimitsKept(t *testing.T) {
 		t.Fatalf("after a restart of the shell: %v %+v", err, res)
 	}
 
+	// A daemon that dies after it changed the cgroup and before it
+	// recorded the change (here: a write of our own) told no client:
+	// the next daemon gives the shell its recorded limits back.
+	if err := os.WriteFile(filepath.Join(res.Cgroup, "memory.max"), []byte("104857600"), 0); err != nil {
+		t.Fatal(err)
+	}
 	d.Close() // the shell goes on; the next daemon takes it over
 	d, me = openCoreWith(t, state, corral.IsolationCgroup)
 	list, err = d.List(context.Background(), me)
 	if err != nil || len(list) != 1 || list[0].Limits != want {
 		t.Fatalf("list after the take-over: %v %+v", err, list)
+	}
+	for deadline := time.Now().Add(10 * time.Second); file(res, "memory.max") != "67108864"; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the take-over, memory.max is %s, not the recorded 64 MiB", file(res, "memory.max"))
+		}
 	}
 	execIn(t, d, me, daemon.ExecRequest{Session: "k", Command: "exit 4", Dir: "/", Env: env})
 	res, _, err = execIn(t, d, me, daemon.ExecRequest{Session: "k", Command: "true", Dir: "/", Env: env})
