@@ -80,6 +80,14 @@ type Result struct {
 	// Accounting, read from the tree's cgroup before it was removed. A
 	// nil field was not measured (no cgroup, a controller not delegated):
 	// never a zero standing in for a number; Accounting says why.
+	//
+	// For a command of a session (package session), whose shell's tree
+	// lives on, they are read before and after the command (Meter): the
+	// CPU times and OOMKills are what the session's whole tree used
+	// during the command (background jobs included); PidsPeak, and
+	// MemoryPeakBytes unless the kernel resets memory.peak per reader
+	// (Linux 6.12 and later), are the session's peaks since its shell
+	// started, and Accounting says so.
 	MemoryPeakBytes *int64   // memory.peak
 	CPUUserMs       *float64 // cpu.stat user_usec, in ms
 	CPUSystemMs     *float64 // cpu.stat system_usec, in ms
@@ -88,7 +96,9 @@ type Result struct {
 	OOMKills        *int64   // memory.events oom_kill
 	// Accounting says why the fields above that are nil are absent
 	// ("cgroup v2 memory controller not delegated", "pgroup
-	// isolation"); "" when none is, or nothing ran.
+	// isolation"), and for a session command which peaks are the
+	// session's ("pids_peak is the session's since its shell started");
+	// "" when there is nothing to say, or nothing ran.
 	Accounting string
 }
 

@@ -61,6 +61,15 @@ type Tree struct {
 	killed    bool
 	killAt    time.Time
 	killTimer *time.Timer
+
+	// acctMu guards the fields that follow: the accounting files of a
+	// tree measured command by command (Measure), opened on first use and
+	// closed when the tree settles.
+	acctMu     sync.Mutex
+	acct       *contain.Counter
+	acctMiss   string // why acct could not be opened
+	acctErr    error
+	acctClosed bool
 }
 
 // Start starts the command and returns its Tree; the caller must call
@@ -425,6 +434,7 @@ func (t *Tree) supervise() {
 		lifecycle = append(lifecycle, ErrDrainCutOff)
 	}
 	account(res, tree, t.ident.Isolation)
+	t.closeCounter()
 	if err := tree.Close(); err != nil {
 		lifecycle = append(lifecycle, err)
 	}

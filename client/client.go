@@ -445,6 +445,13 @@ type Session struct {
 	// broken or still being recovered.
 	Busy   bool
 	Reason string
+	// Limits are the session's resource limits (zero: none).
+	Limits corral.Limits
+	// MemoryBytes and Pids are what its live shell tree holds now
+	// (memory.current, pids.current), nil when not measured; Accounting
+	// says why, for a live shell.
+	MemoryBytes, Pids *int64
+	Accounting        string
 }
 
 // List lists the sessions.
@@ -457,7 +464,7 @@ func (c *Client) List(ctx context.Context) ([]Session, error) {
 	for _, s := range resp.Sessions {
 		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.Cwd,
 			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), ShellPid: s.ShellPid,
-			Busy: s.Busy, Reason: s.Reason})
+			Busy: s.Busy, Reason: s.Reason, Limits: s.Limits.Corral(), MemoryBytes: s.MemoryBytes, Pids: s.Pids, Accounting: s.Accounting})
 	}
 	return out, nil
 }
@@ -537,6 +544,13 @@ type ExecOptions struct {
 	// signal the daemon sends the tree first (a front-end forwards the
 	// SIGINT or SIGHUP it received); 0 means SIGTERM.
 	InterruptSignal func() syscall.Signal
+	// Limits are the resource limits of the session this command creates
+	// (or of a oneshot's tree); for an existing session they change its
+	// limits in place before the command runs: a positive field sets a
+	// limit, a negative one removes it, zero leaves it. Limits the
+	// session's isolation cannot enforce end the command start_failed,
+	// with nothing created or changed.
+	Limits corral.Limits
 }
 
 func (o *ExecOptions) interruptSignal() syscall.Signal {
@@ -552,13 +566,18 @@ type Result struct {
 	// Cwd is the session's working directory after the command ("" for a
 	// oneshot, or a session whose shell is gone).
 	Cwd string
+	// Limits are the session's resource limits after the command (zero:
+	// none); LimitsChanged says this command changed them.
+	Limits        corral.Limits
+	LimitsChanged bool
 }
 
 // request builds the wire request of one command, once.
 func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error) {
 	e := &wire.Exec{Session: name, Command: code, Oneshot: o.Oneshot, Dir: o.Dir, Env: o.Env, Stdin: o.Stdin != nil,
 		Merge:     corral.SameWriter(o.Stdout, o.Stderr),
-		TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, GraceMs: o.Grace.Milliseconds(), StopSignal: int(o.StopSignal)}
+		TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, GraceMs: o.Grace.Milliseconds(), StopSignal: int(o.StopSignal),
+		Limits: wire.Limits{MemoryMax: o.Limits.MemoryMax, MemoryHigh: o.Limits.MemoryHigh, CPUs: o.Limits.CPUs, PidsMax: o.Limits.PidsMax}}
 	switch {
 	case remote && o.Cwd != "" && !filepath.IsAbs(o.Cwd):
 		return nil, fmt.Errorf("%w: cwd %s: a remote daemon needs an absolute path (of its machine)", ErrBadRequest, o.Cwd)
@@ -710,7 +729,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 				return nil, err
 			}
 			clean = true
-			res := &Result{Result: *w.Corral(), Cwd: w.Cwd}
+			res := &Result{Result: *w.Corral(), Cwd: w.Cwd, Limits: w.Limits.Corral(), LimitsChanged: w.LimitsChanged}
 			var errs []error
 			if res.Outcome != corral.OutcomeExited || res.ExitCode != 0 {
 				errs = append(errs, &corral.RunError{Result: &res.Result})

@@ -55,6 +55,13 @@ type Config struct {
 	// it durably, as corral.Cmd.OnStart). If it fails, the shell is killed
 	// and the command that needed it fails to start.
 	OnStart func(corral.Identity) error
+	// Limits are the resource limits of the session's tree (the shell
+	// and everything it starts), written into each new shell's cgroup
+	// before the shell runs, as corral.Cmd's (so a shell started after a
+	// reset has them too); SetLimits changes them. They need cgroup
+	// isolation with the controllers delegated: where that is missing
+	// the shell does not start (corral.ErrIsolation).
+	Limits corral.Limits
 	// OnHeld is OnStart for a held shell (HoldDir set), with the
 	// identities of the FIFOs made for it: record them with the shell's
 	// identity and give them back to Attach (in State.Fifos), which then
@@ -282,6 +289,13 @@ func (s *Session) shellForCommand(ctx context.Context) (*shell, error) {
 		s.mu.Unlock()
 		cfg = &restored
 	}
+	s.mu.Lock()
+	if cfg == &s.cfg {
+		c := s.cfg
+		cfg = &c
+	}
+	cfg.Limits = s.cfg.Limits // SetLimits changes them under mu
+	s.mu.Unlock()
 	sh, err := startShell(ctx, cfg)
 	var note string
 	for tries := 0; errors.Is(err, syscall.E2BIG) && tries < maxFitTries; tries++ {
@@ -399,6 +413,85 @@ func (s *Session) afterCommand(sh *shell, res *corral.Result, snapshot bool) {
 			s.state.Env = withoutMarker(env)
 		}
 	}
+}
+
+// SetLimits changes the session's resource limits as corral.Tree's
+// SetLimits does (a positive field sets a limit, a negative one removes
+// it, zero leaves it): in the running shell's tree, in place, and for
+// every shell started after it. It waits for its turn like a command. It
+// fails with corral.ErrIsolation, changing nothing, where the session's
+// isolation cannot enforce the limits. It returns the limits now in
+// force.
+func (s *Session) SetLimits(ctx context.Context, change corral.Limits) (corral.Limits, error) {
+	release, err := s.turn.acquire(ctx)
+	if err != nil {
+		return s.Limits(), err
+	}
+	defer release()
+	s.mu.Lock()
+	sh, closed, cur := s.sh, s.closed, s.cfg.Limits
+	s.mu.Unlock()
+	if closed {
+		return cur, ErrClosed
+	}
+	next := cur.Apply(change)
+	if next == cur {
+		return cur, nil
+	}
+	if sh != nil && !sh.isDead() {
+		if err := sh.tree.SetLimits(change); err != nil {
+			return cur, fmt.Errorf("session: %w", err)
+		}
+	} else if err := corral.CheckLimits(s.cfg.Isolation, next); err != nil {
+		return cur, fmt.Errorf("session: %w", err)
+	}
+	s.mu.Lock()
+	s.cfg.Limits = next
+	s.mu.Unlock()
+	return next, nil
+}
+
+// EnforceLimits writes the session's limits, exactly, into its running
+// shell's tree (a limit the session has not is removed there): for a
+// shell taken over with Attach, whose cgroup may have been changed after
+// the limits were recorded (an owner that died between the two). It
+// waits for its turn like a command, and does nothing without a shell.
+func (s *Session) EnforceLimits(ctx context.Context) error {
+	release, err := s.turn.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	s.mu.Lock()
+	sh, l := s.sh, s.cfg.Limits
+	s.mu.Unlock()
+	if sh == nil || sh.isDead() || l.IsZero() && sh.tree.Identity().Isolation != corral.IsolationCgroup {
+		return nil
+	}
+	if err := sh.tree.SetLimits(l.Exact()); err != nil {
+		return fmt.Errorf("session: %w", err)
+	}
+	return nil
+}
+
+// Limits are the session's resource limits now.
+func (s *Session) Limits() corral.Limits {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Limits
+}
+
+// Usage is what the session's running shell tree holds now and has used
+// since that shell started (see corral.Tree.Usage); ok is false when no
+// shell runs. It never waits for a running command.
+func (s *Session) Usage() (u corral.Usage, ok bool) {
+	s.mu.Lock()
+	sh := s.sh
+	s.mu.Unlock()
+	if sh == nil || sh.isDead() {
+		return corral.Usage{}, false
+	}
+	return sh.tree.Usage(), true
 }
 
 // Snapshot refreshes and returns the session's state: it waits for its turn

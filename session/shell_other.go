@@ -17,7 +17,10 @@ func lookShell(sh string) (string, error) {
 	return "", fmt.Errorf("session: %w", ErrUnsupported)
 }
 
-type shell struct{ fifos Fifos }
+type shell struct {
+	fifos Fifos
+	tree  *corral.Tree // never set: no shell starts here
+}
 
 func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	return nil, fmt.Errorf("session: %w", ErrUnsupported)

@@ -113,6 +113,7 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 		StdoutFile: ends.theirs[0], StderrFile: ends.theirs[1],
 		ExtraFiles: []*os.File{ends.theirs[2]},
 		Isolation:  cfg.Isolation, Grace: cfg.Grace, Drain: cfg.Drain,
+		MemoryMax: cfg.Limits.MemoryMax, MemoryHigh: cfg.Limits.MemoryHigh, CPUs: cfg.Limits.CPUs, PidsMax: cfg.Limits.PidsMax,
 	}
 	switch {
 	case cfg.OnHeld != nil && cfg.HoldDir != "":
@@ -692,10 +693,19 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
 	}
+	var meter *corral.Meter
+	if !opts.snapshot && dir != "" {
+		meter = sh.tree.Measure()
+	}
 	sh.mu.Lock()
 	sh.cur = k
 	sh.mu.Unlock()
 	finish := func() {
+		if meter != nil {
+			meter.Account(res)
+			accountNote(res, meter)
+			meter = nil
+		}
 		sh.mu.Lock()
 		sh.cur = nil
 		sh.mu.Unlock()
@@ -772,6 +782,7 @@ wait:
 		}
 	}
 	var lifecycle error
+	diedWhy := ""
 	switch {
 	case unanswered:
 		lifecycle = sh.stop(sh.cfg.Grace)
@@ -815,7 +826,7 @@ wait:
 		default:
 			res.Outcome, res.ExitCode = corral.OutcomeExited, st.ExitCode
 		}
-		res.Error = joinErr(res.Error, why)
+		diedWhy = why
 	default:
 		res.Outcome, res.ExitCode = corral.OutcomeExited, k.exitCode()
 		if !opts.snapshot {
@@ -823,6 +834,19 @@ wait:
 		}
 	}
 	finish()
+	if res.OOMKills != nil && *res.OOMKills > 0 {
+		switch {
+		case died && res.Signal == int(syscall.SIGKILL):
+			res.Outcome = corral.OutcomeOOM
+			diedWhy = "the session's shell was killed by the kernel's OOM killer (the session reached its memory limit); the session restarts"
+		case res.Outcome == corral.OutcomeExited && res.ExitCode == 128+int(syscall.SIGKILL):
+			res.Outcome, res.Signal = corral.OutcomeOOM, int(syscall.SIGKILL)
+			res.Error = joinErr(res.Error, "killed by the kernel's OOM killer (the session reached its memory limit); the session's shell goes on")
+		}
+	}
+	if diedWhy != "" {
+		res.Error = joinErr(res.Error, diedWhy)
+	}
 	if flags, evalFn, ok := k.shellFlags(); ok {
 		sh.xtrace, sh.evalFn = strings.IndexByte(flags, 'x') >= 0, evalFn
 		sh.execFn = k.execFn
@@ -848,6 +872,27 @@ wait:
 		cause = ErrClosed
 	}
 	return corral.Finish(res, cause, lifecycle)
+}
+
+// accountNote says in res.Accounting which of a session command's
+// numbers are the session's rather than the command's own: the shell
+// lives on, so the tree's peaks are since the shell started, unless the
+// kernel resets memory.peak per reader.
+func accountNote(res *corral.Result, m *corral.Meter) {
+	var which []string
+	if res.MemoryPeakBytes != nil && !m.PeakSinceMeasure() {
+		which = append(which, "memory_peak_bytes")
+	}
+	if res.PidsPeak != nil {
+		which = append(which, "pids_peak")
+	}
+	if len(which) > 0 {
+		verb := " is"
+		if len(which) > 1 {
+			verb = " are"
+		}
+		res.Accounting = joinErr(res.Accounting, strings.Join(which, " and ")+verb+" the session's since its shell started")
+	}
 }
 
 // errShellGone is why a command was not handed to the session's shell.

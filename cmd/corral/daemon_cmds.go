@@ -236,6 +236,7 @@ type execFlags struct {
 	cwd       string
 	oneshot   bool
 	env       []string
+	limits    execLimitFlags
 }
 
 func execCommand(stdin *os.File, stdout, stderr io.Writer) *cobra.Command {
@@ -276,7 +277,17 @@ daemon crash or a reboot may lose it.
 
 A client that reads none of its command's output for 30s (its output pipe
 full) has the command stopped by the daemon, so that it does not hold the
-session from other clients.`,
+session from other clients.
+
+Resource limits (--memory, --memory-high, --cpus, --pids) apply to the whole
+session's tree, the shell and everything it starts: given when the session
+is created, they are in force before its shell runs, and every shell it
+restarts gets them; given for an existing session, they change its limits
+in place (max removes one), and corral says so. They need cgroup v2 with the
+controller delegated; where that is missing nothing is created or changed
+(exit 125). A command the kernel's OOM killer ended for the session's limit
+has outcome oom (exit 137). Each result's cpu_user_ms and cpu_system_ms are
+what the session's tree used during the command.`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.codeSet = cmd.Flags().Changed("code")
@@ -297,6 +308,10 @@ session from other clients.`,
 	fl.StringVar(&f.maxOutput, "max-output", "", "stop the command once its output passes this size (e.g. 10MiB)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory: a new session's first, or cd to it before the command")
 	fl.BoolVar(&f.oneshot, "oneshot", false, "run in a fresh contained shell instead of the session")
+	fl.StringVar(&f.limits.memory, "memory", "", "memory limit of the session's tree (cgroup memory.max, e.g. 512MiB; max: none): set when the session is created, changed in place on an existing one")
+	fl.StringVar(&f.limits.memoryHigh, "memory-high", "", "memory the session's tree is throttled and reclaimed above (cgroup memory.high; max: none)")
+	fl.StringVar(&f.limits.cpus, "cpus", "", "CPU limit of the session's tree in CPUs, e.g. 0.5 or 2 (cgroup cpu.max; max: none)")
+	fl.StringVar(&f.limits.pids, "pids", "", "most processes the session's tree may have at once (cgroup pids.max; max: none)")
 	fl.StringArrayVar(&f.env, "env", nil, "set NAME=VALUE in a new session's (or a oneshot's) environment; repeatable")
 	addTargetFlags(c)
 	return c
@@ -328,8 +343,15 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		}
 		stopSig = sig
 	}
-	code, err := execCode(f, args)
+	limits, err := f.limits.limits()
 	if err != nil {
+		return err
+	}
+	var code string
+	if f.limits.given() && !f.codeSet && f.file == "" && len(args) == 0 {
+		// Only the limits: change them (or create the session with
+		// them) and run nothing.
+	} else if code, err = execCode(f, args); err != nil {
 		return err
 	}
 	if err := envFlags(f.env); err != nil {
@@ -341,7 +363,7 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	}
 	// The request, built once: the daemon checks it.
 	opts := client.ExecOptions{Timeout: f.timeout, Oneshot: f.oneshot,
-		Env: append(os.Environ(), f.env...), StopSignal: stopSig}
+		Env: append(os.Environ(), f.env...), StopSignal: stopSig, Limits: limits}
 	opts.Stdout, opts.Stderr = merged(stdout, stderr)
 	if host != "" {
 		// Nothing of this machine's: the daemon's environment, and --env.
@@ -416,8 +438,11 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	opts.Interrupt, opts.Kill, opts.InterruptSignal = interrupt, kill, got
 	res, err := dc.Exec(context.Background(), f.session, code, opts)
 	if res != nil {
+		if res.LimitsChanged {
+			sayLimitsChanged(stderr, f.session, res.Limits)
+		}
 		writeResult(f.result, resultFile, stdout, stderr, &res.Result)
-		exit := exitFor(&res.Result, nil, got())
+		exit := exitForRun(&res.Result, nil, got(), f.limits.given())
 		if !errors.Is(err, client.ErrStateNotSaved) {
 			return exit
 		}
@@ -465,6 +490,7 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 					if s.Reason != "" {
 						e["reason"] = s.Reason
 					}
+					lsLimits(e, s.Limits, s.MemoryBytes, s.Pids, s.Accounting)
 					out = append(out, e)
 				}
 				return json.NewEncoder(stdout).Encode(out)

@@ -552,6 +552,12 @@ func (d *Daemon) recordTakeover(name string, s *session.Session) {
 	if err := d.writeState(name, s, false); err != nil {
 		d.cfg.Log.Warn("cannot record the state of a taken-over shell", "session", name, "err", err)
 	}
+	// The record's limits are the session's: a daemon that died after it
+	// changed the cgroup and before it recorded the change told no
+	// client, so the cgroup goes back to what is recorded.
+	if err := s.EnforceLimits(ctx); err != nil && !errors.Is(err, session.ErrClosed) {
+		d.cfg.Log.Warn("cannot give a taken-over shell its recorded limits", "session", name, "err", err)
+	}
 }
 
 // stillRecovering records why name's recovery is not over.
@@ -643,7 +649,7 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 	name := rec.Name
 	return session.Config{
 		Shell: rec.Shell, Dir: dir, Env: rec.Env, TrackEnv: true, RestoreOnReset: true, Isolation: d.cfg.Isolation,
-		HoldDir: d.holdDir(name),
+		HoldDir: d.holdDir(name), Limits: limitsOf(rec),
 		OnHeld: func(id corral.Identity, f session.Fifos) error {
 			d.cfg.Log.Info("shell started", "session", name, "pid", id.Pid, "isolation", id.Isolation)
 			return d.store.Update(name, func(r *store.Session) error {
@@ -653,6 +659,14 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 			})
 		},
 	}
+}
+
+// limitsOf is a session record's limits (zero if none).
+func limitsOf(rec *store.Session) corral.Limits {
+	if rec.Limits == nil {
+		return corral.Limits{}
+	}
+	return *rec.Limits
 }
 
 // fifosOf is the recorded FIFOs of a held shell (zero if not recorded).
@@ -675,10 +689,12 @@ func (d *Daemon) nameLock(name string) *sync.Mutex {
 	return l
 }
 
-// sessionFor returns the session name, creating its record (from dir and
-// env) on first use. A session that is down gets its shell on its first
-// command.
-func (d *Daemon) sessionFor(name, dir string, env []string) (*session.Session, error) {
+// sessionFor returns the session name, creating its record (from dir,
+// env and limits) on first use. A session that is down gets its shell on
+// its first command. Limits that cannot be enforced here refuse the
+// creation (an error wrapping corral.ErrIsolation) before anything is
+// written.
+func (d *Daemon) sessionFor(name, dir string, env []string, limits corral.Limits) (*session.Session, error) {
 	if err := d.awaitRecovery(name); err != nil {
 		return nil, err
 	}
@@ -702,9 +718,16 @@ func (d *Daemon) sessionFor(name, dir string, env []string) (*session.Session, e
 		if err := checkCreate(dir, env); err != nil {
 			return nil, badRequest(err)
 		}
+		limits = corral.Limits{}.Apply(limits)
+		if err := corral.CheckLimits(d.cfg.Isolation, limits); err != nil {
+			return nil, fmt.Errorf("session %s not created: %w", name, err)
+		}
 		now := time.Now().UTC()
 		rec = &store.Session{Name: name, Created: now, LastUsed: now, Shell: shellOf(env),
 			Cwd: dir, Env: env, State: store.Down}
+		if !limits.IsZero() {
+			rec.Limits = &limits
+		}
 		if err := d.store.Put(rec); err != nil {
 			return nil, err
 		}
@@ -775,6 +798,11 @@ type ExecRequest struct {
 	Cwd string
 	// Options are the command's stdio, limits and stop policy.
 	Options session.Options
+	// Limits are the resource limits of the session this command creates
+	// (or of the oneshot's tree); for an existing session, a change to
+	// its limits, made before the command runs (a positive field sets a
+	// limit, a negative one removes it, zero leaves it).
+	Limits corral.Limits
 }
 
 // ExecResult is what Exec returns of a command that ran (or failed to
@@ -787,6 +815,11 @@ type ExecResult struct {
 	// StateNotSaved, if not nil, says why the session's state after the
 	// command could not be recorded (the live shell has it).
 	StateNotSaved error
+	// Limits are the session's resource limits after the command (or
+	// the oneshot's); LimitsChanged says this command changed those of
+	// an existing session.
+	Limits        corral.Limits
+	LimitsChanged bool
 }
 
 // Exec runs one command: in a oneshot shell, or in its session, creating
@@ -811,12 +844,50 @@ func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult
 		if res := enterable(req.Cwd); res != nil {
 			return &ExecResult{Result: res}, nil
 		}
-		return d.ran(d.runOnce(ctx, req))
+		out, err := d.ran(d.runOnce(ctx, req))
+		if out != nil {
+			out.Limits = corral.Limits{}.Apply(req.Limits)
+		}
+		return out, err
 	}
 	name := req.Session
-	s, err := d.sessionFor(name, req.Dir, req.Env)
+	s, err := d.sessionFor(name, req.Dir, req.Env, req.Limits)
+	if errors.Is(err, corral.ErrIsolation) {
+		// As corral run with limits it cannot enforce: a start failure.
+		return &ExecResult{Result: startFailed(err.Error())}, nil
+	}
 	if err != nil {
 		return nil, err
+	}
+	limits, changed := s.Limits(), false
+	if next := limits.Apply(req.Limits); next != limits {
+		if limits, err = s.SetLimits(ctx, req.Limits); err != nil {
+			if errors.Is(err, session.ErrClosed) {
+				return nil, fmt.Errorf("%w before the command ran", ErrSessionClosed)
+			}
+			if ctx.Err() != nil {
+				res, _ := corral.NotStarted(ctx, startFailed(""), "ended while waiting to change the session's limits: nothing ran")
+				return &ExecResult{Result: res, Limits: limits}, nil
+			}
+			return &ExecResult{Result: startFailed(fmt.Sprintf("the session's limits were not changed, and the command did not run: %v", err)), Limits: limits}, nil
+		}
+		changed = true
+		d.cfg.Log.Info("session limits changed", "session", name, "memory_max", limits.MemoryMax, "memory_high", limits.MemoryHigh,
+			"cpus", limits.CPUs, "pids_max", limits.PidsMax)
+	}
+	var limitsErr error
+	if changed {
+		limitsErr = d.store.Update(name, func(r *store.Session) error {
+			r.Limits = nil
+			if !limits.IsZero() {
+				l := limits
+				r.Limits = &l
+			}
+			return nil
+		})
+		if limitsErr != nil {
+			limitsErr = fmt.Errorf("the session's new limits are in force but not recorded (a reset after a daemon restart may lose them): %w", limitsErr)
+		}
 	}
 	if req.Cwd != "" {
 		if res := d.enter(ctx, s, req.Cwd, req.Options); res != nil {
@@ -827,8 +898,9 @@ func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult
 	if err != nil {
 		return nil, err
 	}
-	if rerr := d.recordState(name, s); rerr != nil {
-		out.StateNotSaved = rerr
+	out.Limits, out.LimitsChanged = limits, changed
+	if rerr := d.recordState(name, s); rerr != nil || limitsErr != nil {
+		out.StateNotSaved = errors.Join(limitsErr, rerr)
 	}
 	if st := s.State(); st.Alive {
 		out.Cwd = st.Cwd
@@ -938,7 +1010,7 @@ func (d *Daemon) runOnce(ctx context.Context, req ExecRequest) (*corral.Result, 
 		dir = req.Cwd
 	}
 	cfg := session.Config{Shell: shellOf(req.Env), Dir: dir, Env: req.Env, Isolation: d.cfg.Isolation,
-		OnStart: tracker.OnStart}
+		OnStart: tracker.OnStart, Limits: corral.Limits{}.Apply(req.Limits)}
 	res, err := session.RunOnce(ctx, cfg, req.Command, req.Options)
 	if errors.Is(context.Cause(ctx), errStopping) && res != nil && res.Outcome == corral.OutcomeCancelled {
 		res.Error = errStopping.Error() // the client is told why
@@ -1099,6 +1171,11 @@ type SessionInfo struct {
 	Busy     bool
 	// Reason says why a session is broken or still being recovered.
 	Reason string
+	// Limits are the session's resource limits (zero: none).
+	Limits corral.Limits
+	// Usage is what the session's live shell tree holds now and has
+	// used since that shell started; nil when no shell is held here.
+	Usage *corral.Usage
 }
 
 // List lists the sessions: their records from one consistent snapshot of
@@ -1114,7 +1191,7 @@ func (d *Daemon) List(ctx context.Context, p Peer) ([]SessionInfo, error) {
 	out := make([]SessionInfo, 0, len(recs))
 	for _, r := range recs {
 		si := SessionInfo{Name: r.Name, State: string(r.State), Shell: r.Shell, Cwd: r.Cwd,
-			Created: r.Created, LastUsed: r.LastUsed, Reason: r.Reason}
+			Created: r.Created, LastUsed: r.LastUsed, Reason: r.Reason, Limits: limitsOf(r)}
 		d.mu.Lock()
 		s, rcv := d.sessions[r.Name], d.recovering[r.Name]
 		reason := ""
@@ -1132,6 +1209,10 @@ func (d *Daemon) List(ctx context.Context, p Peer) ([]SessionInfo, error) {
 			si.State, si.Busy = string(store.Down), st.Busy
 			if st.Alive {
 				si.State, si.ShellPid, si.Cwd = string(store.Up), st.Pid, st.Cwd
+			}
+			si.Limits = s.Limits()
+			if u, ok := s.Usage(); ok {
+				si.Usage = &u
 			}
 		case r.State == store.Up:
 			si.State = string(store.Down) // recorded up, but not held: it is not

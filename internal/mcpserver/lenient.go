@@ -57,11 +57,34 @@ func (v *Bool) UnmarshalJSON(b []byte) error {
 // string forms too.
 func inputSchema[In any]() *jsonschema.Schema {
 	s, err := jsonschema.For[In](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-		reflect.TypeFor[Int]():  {Types: []string{"integer", "string"}, Pattern: `^-?[0-9]+$`},
-		reflect.TypeFor[Bool](): {Types: []string{"boolean", "string"}, Enum: []any{true, false, "true", "false"}},
+		reflect.TypeFor[Int]():   {Types: []string{"integer", "string"}, Pattern: `^-?[0-9]+$`},
+		reflect.TypeFor[Bool]():  {Types: []string{"boolean", "string"}, Enum: []any{true, false, "true", "false"}},
+		reflect.TypeFor[Float](): {Types: []string{"number", "string"}},
 	}})
 	if err != nil {
 		panic(err)
 	}
 	return s
+}
+
+// Float is a number argument that also takes its decimal string ("0.5").
+type Float float64
+
+// UnmarshalJSON takes a JSON number or a string holding one.
+func (f *Float) UnmarshalJSON(b []byte) error {
+	var v float64
+	if err := json.Unmarshal(b, &v); err == nil {
+		*f = Float(v)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a number, got %s", b)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("want a number, got %q", s)
+	}
+	*f = Float(v)
+	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -310,6 +311,9 @@ type ExecInput struct {
 	YieldMs        *Int              `json:"yield_ms,omitempty" jsonschema:"return with status running after this long if the command has not ended (it goes on; see exec_wait); default 30000, at most 55000"`
 	MaxOutputBytes *Int              `json:"max_output_bytes,omitempty" jsonschema:"most output bytes the reply carries (head and tail past it); default 30000, at most 524288"`
 	SeparateStderr Bool              `json:"separate_stderr,omitempty" jsonschema:"also give stdout and stderr apart (each bounded by max_output_bytes) in this reply and every exec_wait of the job"`
+	Memory         string            `json:"memory,omitempty" jsonschema:"memory limit of the session's whole tree (cgroup memory.max), as bytes or with a unit: 512MiB, 2GiB; set when the session is created, changed in place on an existing one; past it the OOM killer ends the command (outcome oom)"`
+	CPUs           *Float            `json:"cpus,omitempty" jsonschema:"CPU limit of the session's tree in CPUs (cgroup cpu.max): 0.5, 2"`
+	Pids           *Int              `json:"pids,omitempty" jsonschema:"most processes the session's tree may have at once (cgroup pids.max): contains a fork bomb"`
 }
 
 // ExecOutput is the reply of exec, exec_wait and exec_cancel.
@@ -318,7 +322,7 @@ type ExecOutput struct {
 	Job     string `json:"job" jsonschema:"the job id, for exec_wait and exec_cancel"`
 	Session string `json:"session,omitempty" jsonschema:"the session it ran in (absent for a oneshot)"`
 	// Outcome and the rest are set once the command has ended.
-	Outcome  string `json:"outcome,omitempty" jsonschema:"exited, signaled, timeout, cancelled, output_limit, stdio_held, start_failed, or daemon_lost"`
+	Outcome  string `json:"outcome,omitempty" jsonschema:"exited, signaled, timeout, cancelled, output_limit, stdio_held, oom, start_failed, or daemon_lost"`
 	ExitCode *int   `json:"exit_code,omitempty" jsonschema:"the exit status (-1 if killed or never started)"`
 	Signal   int    `json:"signal,omitempty" jsonschema:"the signal that killed it"`
 	Output   string `json:"output" jsonschema:"stdout and stderr merged in the order the daemon received them, from offset to next_offset"`
@@ -336,6 +340,15 @@ type ExecOutput struct {
 	Cwd          string `json:"cwd,omitempty" jsonschema:"the session's working directory after the command"`
 	DurationMs   int64  `json:"duration_ms"`
 	Error        string `json:"error,omitempty" jsonschema:"what went wrong besides the command's own status"`
+	// Accounting of the command, read from the session's cgroup.
+	MemoryPeakBytes *int64         `json:"memory_peak_bytes,omitempty" jsonschema:"memory peak (memory.peak): the session's since its shell started unless accounting says otherwise"`
+	CPUUserMs       *float64       `json:"cpu_user_ms,omitempty" jsonschema:"user CPU time the session's tree used during the command"`
+	CPUSystemMs     *float64       `json:"cpu_system_ms,omitempty" jsonschema:"system CPU time the session's tree used during the command"`
+	CPUThrottledMs  *float64       `json:"cpu_throttled_ms,omitempty" jsonschema:"time the tree was throttled by its CPU limit during the command"`
+	PidsPeak        *int64         `json:"pids_peak,omitempty" jsonschema:"most processes the session's tree had at once (the session's)"`
+	OOMKills        *int64         `json:"oom_kills,omitempty" jsonschema:"processes the OOM killer ended during the command"`
+	Accounting      string         `json:"accounting,omitempty" jsonschema:"why an accounting field is absent, and which are the session's rather than the command's"`
+	Limits          *corral.Limits `json:"limits,omitempty" jsonschema:"the session's resource limits after the command"`
 }
 
 func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInput) (*mcp.CallToolResult, *ExecOutput, error) {
@@ -367,6 +380,10 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 	if err != nil {
 		return nil, nil, err
 	}
+	limits, err := limitsArg(in)
+	if err != nil {
+		return nil, nil, err
+	}
 	d, err := s.daemon(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -385,7 +402,7 @@ func (s *Server) exec(ctx context.Context, req *mcp.CallToolRequest, in ExecInpu
 		j.out.fileErr = s.dirErr.Error()
 	}
 	opts := client.ExecOptions{Stdout: j.out, Stderr: j.out, Timeout: timeout, Oneshot: bool(in.Oneshot),
-		Dir: s.cfg.Dir, Cwd: in.Cwd, Env: s.env(), Interrupt: j.interrupt, Kill: j.kill}
+		Dir: s.cfg.Dir, Cwd: in.Cwd, Env: s.env(), Interrupt: j.interrupt, Kill: j.kill, Limits: limits}
 	if in.SeparateStderr {
 		j.stdout, j.stderr = newOutput(dir, j.id+".stdout"), newOutput(dir, j.id+".stderr")
 		opts.Stdout, opts.Stderr = io.MultiWriter(j.out, j.stdout), io.MultiWriter(j.out, j.stderr)
@@ -482,6 +499,8 @@ func (j *job) fillResult(o *ExecOutput) {
 	o.Status = "done"
 	if f := j.final; f != nil { // a job of an earlier server, from its record
 		o.Outcome, o.ExitCode, o.Signal, o.DurationMs, o.Cwd = f.Outcome, f.ExitCode, f.Signal, f.DurationMs, f.Cwd
+		o.MemoryPeakBytes, o.CPUUserMs, o.CPUSystemMs, o.CPUThrottledMs = f.MemoryPeakBytes, f.CPUUserMs, f.CPUSystemMs, f.CPUThrottledMs
+		o.PidsPeak, o.OOMKills, o.Accounting, o.Limits = f.PidsPeak, f.OOMKills, f.Accounting, f.Limits
 		o.Error = strings.TrimPrefix(strings.Join([]string{o.Error, f.Error}, "; "), "; ")
 		return
 	}
@@ -501,6 +520,13 @@ func (j *job) fillResult(o *ExecOutput) {
 	o.Signal = j.res.Signal
 	o.DurationMs = j.res.Duration.Milliseconds()
 	o.Cwd = j.cwd
+	r := &j.res.Result
+	o.MemoryPeakBytes, o.CPUUserMs, o.CPUSystemMs, o.CPUThrottledMs = r.MemoryPeakBytes, r.CPUUserMs, r.CPUSystemMs, r.CPUThrottledMs
+	o.PidsPeak, o.OOMKills, o.Accounting = r.PidsPeak, r.OOMKills, r.Accounting
+	if !j.res.Limits.IsZero() {
+		l := j.res.Limits
+		o.Limits = &l
+	}
 	var msgs []string
 	if j.res.Error != "" {
 		msgs = append(msgs, j.res.Error)
@@ -592,6 +618,12 @@ func (o *ExecOutput) text() string {
 		fmt.Fprintf(&b, ", %d ms, %s", o.DurationMs, where)
 		if o.Cwd != "" {
 			fmt.Fprintf(&b, ", cwd %s", o.Cwd)
+		}
+		if o.CPUUserMs != nil && o.CPUSystemMs != nil {
+			fmt.Fprintf(&b, ", cpu %.0f+%.0f ms", *o.CPUUserMs, *o.CPUSystemMs)
+		}
+		if o.MemoryPeakBytes != nil {
+			fmt.Fprintf(&b, ", memory peak %d MiB", *o.MemoryPeakBytes>>20)
 		}
 		b.WriteString("]\n")
 	}
@@ -797,6 +829,50 @@ func (s *Server) env() []string {
 		env = append(env, AgentEnv...)
 	}
 	return env
+}
+
+// limitsArg is the limits exec's memory, cpus and pids ask for.
+func limitsArg(in ExecInput) (corral.Limits, error) {
+	var l corral.Limits
+	if in.Memory != "" {
+		n, err := parseBytes(in.Memory)
+		if err != nil {
+			return l, fmt.Errorf("memory: %w", err)
+		}
+		l.MemoryMax = n
+	}
+	if in.CPUs != nil {
+		v := float64(*in.CPUs)
+		if v != v || v < 0.01 || v > 1e6 {
+			return l, fmt.Errorf("cpus: want a number of CPUs from 0.01 (the kernel's smallest quota), got %v", v)
+		}
+		l.CPUs = v
+	}
+	if in.Pids != nil {
+		if *in.Pids <= 0 || *in.Pids > 1<<22 {
+			return l, fmt.Errorf("pids: want a positive number of processes, got %d", *in.Pids)
+		}
+		l.PidsMax = int(*in.Pids)
+	}
+	return l, nil
+}
+
+// parseBytes reads a size: a whole number of bytes, or a number with a
+// unit (K, KiB, KB, M, MiB, MB, G, GiB, GB; binary unless it ends in B
+// without i).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.') {
+		i++
+	}
+	v, err := strconv.ParseFloat(t[:i], 64)
+	mult, ok := map[string]float64{"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "kb": 1e3, "m": 1 << 20, "mib": 1 << 20, "mb": 1e6,
+		"g": 1 << 30, "gib": 1 << 30, "gb": 1e9}[strings.ToLower(strings.TrimSpace(t[i:]))]
+	if err != nil || !ok || v <= 0 || v*mult > 1<<62 || v*mult != float64(int64(v*mult)) {
+		return 0, fmt.Errorf("want a positive size like 512MiB or a number of bytes, got %q", s)
+	}
+	return int64(v * mult), nil
 }
 
 // code is the shell code for in: the agent variables and in.Env exported

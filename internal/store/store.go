@@ -11,7 +11,8 @@
 //	sessions/
 //	    <name>         a Session without its environment, as JSON; its
 //	                   "tree" is the held shell's identity
-//	                   (corral.Identity) and FIFOs
+//	                   (corral.Identity) and FIFOs, its optional
+//	                   "limits" the session's resource limits
 //	env/
 //	    <name>         its environment, a JSON array of NAME=value
 //
@@ -140,6 +141,10 @@ type Session struct {
 	Tree *Shell `json:"tree,omitempty"`
 	// Reason says why the session is broken.
 	Reason string `json:"reason,omitempty"`
+	// Limits are the resource limits of the session's tree, given to
+	// every shell it starts (nil: none). An optional field of schema 3:
+	// records without it have no limits, so no migration is needed.
+	Limits *corral.Limits `json:"limits,omitempty"`
 }
 
 // Store is an open database. Its methods are safe for concurrent use.

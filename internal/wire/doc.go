@@ -90,6 +90,16 @@
 // as Unix nanoseconds and durations as nanoseconds, and also cwd (the
 // session's working directory after the command) and state_not_saved
 // (why the session's state after the command could not be recorded, ""
-// when it was). An exec that did not run ends with an Error instead; one
-// that ran, whatever its outcome, with a Result.
+// when it was), limits and limits_changed (the session's resource limits
+// after the command, and whether this command changed them). An exec
+// that did not run ends with an Error instead; one that ran, whatever its
+// outcome, with a Result (limits a session cannot enforce: outcome
+// start_failed, nothing created or changed).
+//
+// An Exec's memory_max, memory_high, cpus and pids_max set the limits of
+// the session it creates, or change those of an existing one in place
+// (positive: set, -1: remove); a session command's accounting fields are
+// deltas of the session's tree over the command, and its accounting
+// says which peaks are the session's rather than the command's (see
+// corral.Meter).
 package wire

@@ -83,6 +83,20 @@ type Exec struct {
 	// first signal a timeout or cancel sends instead of SIGTERM.
 	GraceMs    int64 `json:"grace_ms,omitempty"`
 	StopSignal int   `json:"stop_signal,omitempty"`
+	// Limits: the resource limits of the session this command creates
+	// (or of a oneshot's tree); for an existing session, a change made
+	// before the command runs. A positive value sets a limit (bytes,
+	// CPUs, processes), -1 removes it, 0 (absent) leaves it.
+	Limits
+}
+
+// Limits are a session's resource limits: cgroup memory.max, memory.high,
+// cpu.max (as CPUs) and pids.max.
+type Limits struct {
+	MemoryMax  int64   `json:"memory_max,omitempty"`
+	MemoryHigh int64   `json:"memory_high,omitempty"`
+	CPUs       float64 `json:"cpus,omitempty"`
+	PidsMax    int     `json:"pids_max,omitempty"`
 }
 
 // Cancel is the payload of a cancel frame.
@@ -116,6 +130,15 @@ type Session struct {
 	Busy     bool `json:"busy,omitempty"`
 	// Reason says why a session is broken or still recovering.
 	Reason string `json:"reason,omitempty"`
+	// Limits are the session's resource limits (absent: none).
+	Limits *Limits `json:"limits,omitempty"`
+	// MemoryBytes and Pids are what the session's shell tree holds now
+	// (memory.current, pids.current), present only when measured (a
+	// live shell, the controller delegated); Accounting says why one is
+	// absent for a live shell.
+	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
+	Pids        *int64 `json:"pids,omitempty"`
+	Accounting  string `json:"accounting,omitempty"`
 }
 
 // Sessions is the reply to List.

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"strings"
 	"time"
 
 	"github.com/corral-dev/corral"
@@ -54,6 +55,10 @@ type Result struct {
 	// command (cwd, exported environment) could not be recorded: the live
 	// shell has it, a reboot or a daemon crash may lose it.
 	StateNotSaved string `json:"state_not_saved,omitempty"`
+	// Limits are the session's resource limits after the command (absent:
+	// none); LimitsChanged says this command changed them.
+	Limits        *Limits `json:"limits,omitempty"`
+	LimitsChanged bool    `json:"limits_changed,omitempty"`
 }
 
 // FromResult is r on the wire.
@@ -108,4 +113,43 @@ func fromUnixNano(n int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, n)
+}
+
+// LimitsOf is l on the wire (nil for none).
+func LimitsOf(l corral.Limits) *Limits {
+	if l.IsZero() {
+		return nil
+	}
+	return &Limits{MemoryMax: l.MemoryMax, MemoryHigh: l.MemoryHigh, CPUs: l.CPUs, PidsMax: l.PidsMax}
+}
+
+// Corral is l as corral.Limits (zero for nil).
+func (l *Limits) Corral() corral.Limits {
+	if l == nil {
+		return corral.Limits{}
+	}
+	return corral.Limits{MemoryMax: l.MemoryMax, MemoryHigh: l.MemoryHigh, CPUs: l.CPUs, PidsMax: l.PidsMax}
+}
+
+// SetUsage fills s's usage from u (nil: no shell held, nothing measured).
+// Its accounting gives the reasons u has for memory and pids, the two
+// things a listing shows.
+func SetUsage(s *Session, u *corral.Usage) {
+	if u == nil {
+		return
+	}
+	s.MemoryBytes, s.Pids = u.MemoryBytes, u.Pids
+	if u.MemoryBytes != nil && u.Pids != nil {
+		return
+	}
+	var why []string
+	for _, r := range strings.Split(u.Missing, "; ") {
+		if strings.Contains(r, "memory") && u.MemoryBytes == nil || strings.Contains(r, "pids") && u.Pids == nil || strings.Contains(r, "isolation") {
+			why = append(why, r)
+		}
+	}
+	if len(why) == 0 {
+		why = append(why, "not measured")
+	}
+	s.Accounting = strings.Join(why, "; ")
 }

@@ -77,7 +77,8 @@ func request(e *wire.Exec) (daemon.ExecRequest, error) {
 			MaxOutput: e.MaxOutput,
 			// The client's --grace and --signal, for this command only.
 			Grace: time.Duration(e.GraceMs) * time.Millisecond,
-		}}
+		},
+		Limits: corral.Limits{MemoryMax: e.MemoryMax, MemoryHigh: e.MemoryHigh, CPUs: e.CPUs, PidsMax: e.PidsMax}}
 	if e.StopSignal > 0 {
 		r.Options.StopSignal = syscall.Signal(e.StopSignal)
 	}
@@ -160,6 +161,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	}
 	w := wire.FromResult(res.Result)
 	w.Cwd = res.Cwd
+	w.Limits, w.LimitsChanged = wire.LimitsOf(res.Limits), res.LimitsChanged
 	if res.StateNotSaved != nil {
 		w.StateNotSaved = res.StateNotSaved.Error()
 	}
