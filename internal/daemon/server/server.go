@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
@@ -76,6 +77,12 @@ const (
 func Open(cfg Config) (*Server, error) {
 	if err := unixsock.PeerCheckSupported(); err != nil {
 		return nil, err // a daemon does not serve what it cannot check
+	}
+	if cfg.Log == nil {
+		// The server logs refusals itself: a zero Config must not make a
+		// malformed call crash the daemon (daemon.Open's default is its
+		// own copy's).
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	d, err := daemon.Open(cfg.Config)
 	if err != nil {

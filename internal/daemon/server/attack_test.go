@@ -1,0 +1,283 @@
+//go:build linux
+
+package server_test
+
+// Attacks on the daemon's socket: by another uid, and by a hostile client
+// of the daemon's own uid. Each runs the daemon in this process on a real
+// unix socket, real shells behind it, and checks after the attack that a
+// well-behaved client is still served.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/client"
+	"github.com/corral-dev/corral/internal/daemon"
+	"github.com/corral-dev/corral/internal/daemon/server"
+	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/wire"
+)
+
+// dialRaw connects to the daemon of state without a handshake.
+func dialRaw(t *testing.T, state string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("unix", wire.SocketPath(state))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return nc
+}
+
+// header is a frame header announcing n bytes of type typ.
+func header(typ byte, n int) []byte {
+	h := make([]byte, 5)
+	h[0] = typ
+	binary.BigEndian.PutUint32(h[1:], uint32(n))
+	return h
+}
+
+// frame is a whole frame.
+func frame(typ byte, payload []byte) []byte { return append(header(typ, len(payload)), payload...) }
+
+// helloFrame is a valid Hello.
+func helloFrame() []byte {
+	return frame(wire.FrameHello, []byte(`{"protocol":"corral","versions":[1]}`))
+}
+
+// expectError reads frames until an Error and checks its kind and that its
+// message names want; output frames before it are skipped, a Reply fails.
+func expectError(t *testing.T, c *wire.Conn, kind wire.Kind, want string) wire.Error {
+	t.Helper()
+	c.Net().SetReadDeadline(time.Now().Add(30 * time.Second))
+	for {
+		typ, b, err := c.ReadFrame(wire.MaxControl)
+		if err != nil {
+			t.Fatalf("want an error of kind %s, got %v", kind, err)
+		}
+		switch typ {
+		case wire.FrameStdout, wire.FrameStderr:
+			continue
+		case wire.FrameError:
+			var e wire.Error
+			if err := wire.Decode(b, &e); err != nil {
+				t.Fatalf("error frame %q: %v", b, err)
+			}
+			if e.Kind != kind || !strings.Contains(e.Message, want) {
+				t.Fatalf("got %s: %q, want %s naming %q", e.Kind, e.Message, kind, want)
+			}
+			t.Logf("refused: %s: %s", e.Kind, e.Message)
+			return e
+		default:
+			t.Fatalf("got %q %s, want an error of kind %s", typ, b, kind)
+		}
+	}
+}
+
+// expectClosed checks that the daemon closes c within bound.
+func expectClosed(t *testing.T, c net.Conn, bound time.Duration) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(bound))
+	if _, err := io.Copy(io.Discard, c); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the connection stayed open %v: %v", bound, err)
+	}
+}
+
+// wellBehaved checks that a fresh client is served: a command runs in
+// session "probe" and a list answers.
+func wellBehaved(t *testing.T, state string, env []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, state)
+	if err != nil {
+		t.Fatalf("a well-behaved client cannot dial: %v", err)
+	}
+	defer c.Close()
+	var out strings.Builder
+	if _, err := c.Exec(ctx, "probe", "echo alive", client.ExecOptions{Env: env, Dir: "/", Stdout: &out}); err != nil || out.String() != "alive\n" {
+		t.Fatalf("a well-behaved client's command: %q %v", out.String(), err)
+	}
+	if _, err := c.List(ctx); err != nil {
+		t.Fatalf("a well-behaved client's list: %v", err)
+	}
+}
+
+// rssKiB is this process's resident set (the daemon runs in it).
+func rssKiB(t *testing.T) int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// TestAttackFrameBounds: frames at their bound are taken; one byte past
+// it is refused at its header (nothing of it read), saying which frame
+// and which bound, and the connection closes; the daemon serves on.
+func TestAttackFrameBounds(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+
+	t.Run("hello at its bound", func(t *testing.T) {
+		h := []byte(`{"protocol":"corral","versions":[1]}`)
+		pad := append(h[:len(h)-1:len(h)-1], []byte(strings.Repeat(" ", wire.MaxHello-len(h)))...)
+		pad = append(pad, '}')
+		nc := dialRaw(t, state)
+		go nc.Write(frame(wire.FrameHello, pad))
+		wc := wire.NewConn(nc)
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if typ, b, err := wc.ReadFrame(wire.MaxControl); err != nil || typ != wire.FrameWelcome {
+			t.Fatalf("a Hello of exactly %d bytes: %q %s %v", len(pad), typ, b, err)
+		}
+	})
+	t.Run("hello past its bound, header only", func(t *testing.T) {
+		nc := dialRaw(t, state)
+		nc.Write(header(wire.FrameHello, wire.MaxHello+1))
+		expectError(t, wire.NewConn(nc), wire.KindBadRequest, fmt.Sprintf("at most %d", wire.MaxHello))
+		expectClosed(t, nc, 10*time.Second)
+	})
+	t.Run("hello of 4 GiB announced", func(t *testing.T) {
+		nc := dialRaw(t, state)
+		nc.Write(header(wire.FrameHello, 1<<32-1))
+		expectError(t, wire.NewConn(nc), wire.KindBadRequest, "at most")
+		expectClosed(t, nc, 10*time.Second)
+	})
+	t.Run("call at its bound", func(t *testing.T) {
+		wc := rawConn(t, state)
+		body := `{"call":"status"}`
+		pad := body[:len(body)-1] + strings.Repeat(" ", wire.MaxControl-len(body)) + "}"
+		go wc.Net().Write(frame(wire.FrameCall, []byte(pad)))
+		wc.Net().SetReadDeadline(time.Now().Add(20 * time.Second))
+		if typ, b, err := wc.ReadFrame(wire.MaxControl); err != nil || typ != wire.FrameReply {
+			t.Fatalf("a call of exactly %d bytes: %q %.200s %v", len(pad), typ, b, err)
+		}
+	})
+	t.Run("call past its bound", func(t *testing.T) {
+		wc := rawConn(t, state)
+		wc.Net().Write(header(wire.FrameCall, wire.MaxControl+1))
+		expectError(t, wc, wire.KindBadRequest, fmt.Sprintf("at most %d", wire.MaxControl))
+		expectClosed(t, wc.Net(), 10*time.Second)
+	})
+	for _, tc := range []struct {
+		name string
+		typ  byte
+		n    int
+		want string
+	}{
+		{"stdin past its bound", wire.FrameStdin, wire.MaxStdin + 1, "stdin frame of 65537 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			wc := rawConn(t, state)
+			wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "bounds",
+				Command: "echo $$ > " + pidFile + "; exec sleep 60", Dir: "/", Env: env, Stdin: true}})
+			pid := testproc.PidFile(t, pidFile, 20*time.Second)
+			if tc.typ == wire.FrameStdin {
+				// One at the bound first: taken.
+				if err := wc.WriteFrame(wire.FrameStdin, make([]byte, wire.MaxStdin)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wc.Net().Write(header(tc.typ, tc.n))
+			expectError(t, wc, wire.KindBadRequest, tc.want)
+			expectClosed(t, wc.Net(), 10*time.Second)
+			if testproc.Alive(pid) {
+				t.Errorf("the command (pid %d) still runs after its call was refused", pid)
+			}
+		})
+	}
+	wellBehaved(t, state, env)
+}
+
+// TestAttackSlowloris: a connection that sends nothing, a header and
+// nothing, or its Hello a byte a second, is closed within the handshake
+// bound; so is one that sends a call's header and stalls (the header
+// itself may take the idle bound, then the rest the handshake bound). 64 such
+// connections hold every slot only that long: a 65th client waits in the
+// backlog, then is served.
+func TestAttackSlowloris(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	bound := wire.HandshakeBound + 5*time.Second
+
+	for _, tc := range []struct {
+		name string
+		send func(nc net.Conn)
+	}{
+		{"nothing", func(net.Conn) {}},
+		{"a Hello's header", func(nc net.Conn) { nc.Write(header(wire.FrameHello, 40)) }},
+		{"a Hello a byte a second", func(nc net.Conn) {
+			go func() {
+				for _, b := range helloFrame() {
+					if _, err := nc.Write([]byte{b}); err != nil {
+						return
+					}
+					time.Sleep(time.Second)
+				}
+			}()
+		}},
+		{"a call's header after the handshake", func(nc net.Conn) {
+			nc.Write(helloFrame())
+			nc.Write(header(wire.FrameCall, 100))
+		}},
+		{"a call a byte a second", func(nc net.Conn) {
+			nc.Write(helloFrame())
+			go func() {
+				for _, b := range frame(wire.FrameCall, []byte(`{"call":"status"}`)) {
+					if _, err := nc.Write([]byte{b}); err != nil {
+						return
+					}
+					time.Sleep(time.Second)
+				}
+			}()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc := dialRaw(t, state)
+			began := time.Now()
+			tc.send(nc)
+			b := bound
+			if strings.Contains(tc.name, "a call a byte") {
+				b += wire.HandshakeBound
+			}
+			expectClosed(t, nc, b)
+			t.Logf("closed after %v", time.Since(began).Round(10*time.Millisecond))
+		})
+	}
+
+	t.Run("64 stalled connections and a 65th", func(t *testing.T) {
+		for i := 0; i < 64; i++ {
+			dialRaw(t, state).Write(header(wire.FrameHello, 40))
+		}
+		began := time.Now()
+		wellBehaved(t, state, env)
+		took := time.Since(began)
+		t.Logf("the 65th client was served after %v", took.Round(10*time.Millisecond))
+		if took > bound {
+			t.Errorf("the 65th client waited %v (bound %v)", took, bound)
+		}
+	})
+}
