@@ -186,6 +186,9 @@ func TestAttackFrameBounds(t *testing.T) {
 		want string
 	}{
 		{"stdin past its bound", wire.FrameStdin, wire.MaxStdin + 1, "stdin frame of 65537 bytes"},
+		// Before the fix these were refused as "a stdin frame".
+		{"cancel past the control bound", wire.FrameCancel, wire.MaxControl + 1, `'x' frame of 4194305 bytes`},
+		{"kill past the control bound", wire.FrameKill, wire.MaxControl + 1, `'k' frame of 4194305 bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pidFile := filepath.Join(t.TempDir(), "pid")

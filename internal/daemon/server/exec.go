@@ -251,7 +251,11 @@ func (x *execCall) receive() {
 		}
 		b, err := x.c.ReadPayload(h, limit)
 		if errors.Is(err, wire.ErrFrameTooLarge) {
-			x.violate(fmt.Sprintf("a stdin frame of %d bytes (at most %d KiB each)", h.Len, wire.MaxStdin>>10))
+			if h.Type == wire.FrameStdin {
+				x.violate(fmt.Sprintf("a stdin frame of %d bytes (at most %d KiB each)", h.Len, wire.MaxStdin>>10))
+			} else {
+				x.violate(err.Error()) // names the frame's type and its bound
+			}
 			x.next <- next{err: err}
 			return
 		}
