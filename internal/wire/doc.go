@@ -78,7 +78,9 @@
 // client that closes the connection abandons the call: the daemon stops
 // the command without anyone waiting for it. A client that reads none of
 // the output for the daemon's bound (30 s by default) has its command
-// stopped; the call then ends with an Error of kind not_reading.
+// stopped; the call then ends with an Error of kind not_reading. A client
+// that sends calls and reads none of their replies for that bound has its
+// connection closed.
 //
 // Bounds on a connection: the Hello must arrive within HandshakeBound, and
 // so must the rest of a call's frame once its header has; a connection may

@@ -284,3 +284,158 @@ func TestAttackSlowloris(t *testing.T) {
 		}
 	})
 }
+
+// TestAttackRepliesNeverRead: clients that pipeline calls and never read
+// the replies fill their sockets; each must hold its connection slot only
+// for the send-stall bound, not for ever. With all 64 slots so held, a
+// 65th client is served once the bound has passed.
+func TestAttackRepliesNeverRead(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	const stall = 2 * time.Second
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}, SendStall: stall})
+	state := c.StateDir()
+	before := rssKiB(t)
+	calls := frame(wire.FrameCall, []byte(`{"call":"status"}`))
+	burst := append(helloFrame(), []byte(strings.Repeat(string(calls), 20000))...)
+	for i := 0; i < 64; i++ {
+		nc := dialRaw(t, state)
+		go nc.Write(burst) // blocks once the daemon stops reading; ends at cleanup
+	}
+	time.Sleep(500 * time.Millisecond)
+	t.Logf("RSS %d KiB before, %d KiB with 64 connections not reading", before, rssKiB(t))
+	began := time.Now()
+	wellBehaved(t, state, env)
+	took := time.Since(began)
+	t.Logf("the 65th client was served after %v (stall bound %v)", took.Round(10*time.Millisecond), stall)
+	if took > stall+10*time.Second {
+		t.Errorf("the 65th client waited %v; bound %v", took, stall)
+	}
+}
+
+// TestAttackOutOfOrder: frames where the protocol does not expect them
+// are refused, saying what was wrong; an exec call broken so stops its
+// command; the daemon serves on.
+func TestAttackOutOfOrder(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+
+	for _, tc := range []struct {
+		name  string
+		typ   byte
+		body  string
+		want  string
+		after bool // a frame after a handshake
+	}{
+		{"stdin before the handshake", wire.FrameStdin, "x", "must be a Hello", false},
+		{"a second Hello", wire.FrameHello, `{"protocol":"corral","versions":[1]}`, "where a call was expected", true},
+		{"stdin before any exec", wire.FrameStdin, "x", "where a call was expected", true},
+		{"end of file before any exec", wire.FrameEOF, "", "where a call was expected", true},
+		{"kill outside an exec", wire.FrameKill, "", "where a call was expected", true},
+		{"cancel outside an exec", wire.FrameCancel, `{"signal":9}`, "where a call was expected", true},
+		{"a frame of an unknown type", 'Z', "{}", "where a call was expected", true},
+		{"a daemon's frame", wire.FrameReply, "{}", "where a call was expected", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var wc *wire.Conn
+			if tc.after {
+				wc = rawConn(t, state)
+			} else {
+				wc = wire.NewConn(dialRaw(t, state))
+			}
+			wc.Net().Write(frame(tc.typ, []byte(tc.body)))
+			expectError(t, wc, wire.KindBadRequest, tc.want)
+			expectClosed(t, wc.Net(), 10*time.Second)
+		})
+	}
+	for _, tc := range []struct {
+		name  string
+		stdin bool
+		send  [][]byte
+		want  string
+	}{
+		{"a second call during an exec", false, [][]byte{frame(wire.FrameCall, []byte(`{"call":"list"}`))}, "a second call while an exec call runs"},
+		{"stdin not announced", false, [][]byte{frame(wire.FrameStdin, []byte("data"))}, "whose Exec announced none"},
+		{"stdin after end of file", true, [][]byte{frame(wire.FrameEOF, nil), frame(wire.FrameStdin, []byte("late"))}, "stdin after stdin end of file"},
+		{"a malformed cancel", false, [][]byte{frame(wire.FrameCancel, []byte(`{"signal":`))}, "a malformed cancel frame"},
+		{"a Hello during an exec", false, [][]byte{helloFrame()}, `a 'H' frame (want stdin, end of file, cancel or kill)`},
+		{"an unknown frame during an exec", false, [][]byte{frame(0, nil)}, `a '\x00' frame`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			wc := rawConn(t, state)
+			wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "order",
+				Command: "echo $$ > " + pidFile + "; exec sleep 60", Dir: "/", Env: env, Stdin: tc.stdin}})
+			pid := testproc.PidFile(t, pidFile, 20*time.Second)
+			for _, f := range tc.send {
+				wc.Net().Write(f)
+			}
+			e := expectError(t, wc, wire.KindBadRequest, tc.want)
+			if !strings.Contains(e.Message, "the command was stopped") {
+				t.Errorf("the refusal does not say what became of the command: %q", e.Message)
+			}
+			expectClosed(t, wc.Net(), 10*time.Second)
+			if testproc.Alive(pid) {
+				t.Errorf("the command (pid %d) still runs after its call was refused", pid)
+			}
+		})
+	}
+	wellBehaved(t, state, env)
+}
+
+// TestAttackMalformedJSON: a call that is not JSON, or JSON the daemon
+// cannot take, is refused with what was wrong, and the connection goes on
+// to serve the next call; none of it runs anything.
+func TestAttackMalformedJSON(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	witness := filepath.Join(t.TempDir(), "ran")
+	exec := func(fields string) string {
+		return `{"call":"exec","exec":{"session":"j","command":"echo ran >> ` + witness + `","dir":"/"` + fields + `}}`
+	}
+	wc := rawConn(t, state)
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"not JSON", "hello", "malformed message"},
+		{"truncated", `{"call":"exec","exec":{"session":`, "malformed message"},
+		{"an array", `[1,2,3]`, "malformed message"},
+		{"a string for a number", exec(`,"timeout_ms":"10"`), "malformed message"},
+		{"a number past int64", exec(`,"timeout_ms":1e30`), "malformed message"},
+		{"a fraction", exec(`,"max_output":1.5`), "malformed message"},
+		{"deep nesting", strings.Repeat("[", 100000) + strings.Repeat("]", 100000), "malformed message"},
+		{"nesting inside the call", `{"call":"exec","exec":{"env":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`, "malformed message"},
+		{"an env entry without =", exec(`,"env":["PATH"]`), `malformed environment entry "PATH"`},
+		{"an exec call without its exec", `{"call":"exec"}`, "without its exec"},
+		{"an unknown call", `{"call":"shutdown --force"}`, `unknown call "shutdown --force"`},
+		{"duplicate keys: the last wins", `{"call":"stop","call":"nope"}`, `unknown call "nope"`},
+		{"kill of nothing", `{"call":"kill"}`, "name sessions to kill, or all"},
+		{"kill of names and all", `{"call":"kill","kill":{"names":["a"],"all":true}}`, "name sessions to kill, or all"},
+		{"a negative timeout", exec(`,"timeout_ms":-1`), "negative timeout"},
+		{"a negative output limit", exec(`,"max_output":-1`), "negative output limit"},
+		{"NUL in the command", `{"call":"exec","exec":{"session":"j","command":"true\u0000rm","dir":"/"}}`, "NUL byte in command"},
+		{"a command past its bound", `{"call":"exec","exec":{"session":"j","command":"` + strings.Repeat("x", wire.MaxCommand+1) + `","dir":"/"}}`, "command of 1048577 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := wc.WriteFrame(wire.FrameCall, []byte(tc.body)); err != nil {
+				t.Fatal(err)
+			}
+			expectError(t, wc, wire.KindBadRequest, tc.want)
+		})
+	}
+	// The same connection still serves.
+	if err := wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallStatus}); err != nil {
+		t.Fatal(err)
+	}
+	if typ, b, err := wc.ReadFrame(wire.MaxControl); err != nil || typ != wire.FrameReply {
+		t.Fatalf("status after the refusals: %q %s %v", typ, b, err)
+	}
+	if b, err := os.ReadFile(witness); err == nil {
+		t.Errorf("a refused call ran its command: %q", b)
+	}
+	wellBehaved(t, state, env)
+}

@@ -93,7 +93,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	direct := func() (wire.Header, error) { return c.ReadHeader() }
 	req, err := request(e)
 	if err != nil {
-		return direct, c.WriteError(wireErr(err)) == nil
+		return direct, s.answer(c, wire.FrameError, wireErr(err))
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)

@@ -266,6 +266,8 @@ func (s *Server) serveConn(nc net.Conn) {
 // handshake reads the client's Hello, learns who it is, and answers.
 func (s *Server) handshake(c *wire.Conn) (daemon.Peer, bool) {
 	c.Net().SetReadDeadline(time.Now().Add(wire.HandshakeBound))
+	c.Net().SetWriteDeadline(time.Now().Add(wire.HandshakeBound))
+	defer c.Net().SetWriteDeadline(time.Time{})
 	typ, b, err := c.ReadFrame(wire.MaxHello)
 	if err != nil {
 		if errors.Is(err, wire.ErrFrameTooLarge) {
@@ -313,27 +315,27 @@ func (s *Server) handshake(c *wire.Conn) (daemon.Peer, bool) {
 func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wire.Header, error), bool) {
 	direct := func() (wire.Header, error) { return c.ReadHeader() }
 	if h.Type != wire.FrameCall {
-		c.WriteError(&wire.Error{Kind: wire.KindBadRequest, Message: fmt.Sprintf("a %q frame where a call was expected", h.Type)})
+		s.answer(c, wire.FrameError, &wire.Error{Kind: wire.KindBadRequest, Message: fmt.Sprintf("a %q frame where a call was expected", h.Type)})
 		return nil, false
 	}
 	b, err := c.ReadPayload(h, wire.MaxControl)
 	if err != nil {
 		if errors.Is(err, wire.ErrFrameTooLarge) {
-			c.WriteError(&wire.Error{Kind: wire.KindBadRequest, Message: "a call of " + err.Error()})
+			s.answer(c, wire.FrameError, &wire.Error{Kind: wire.KindBadRequest, Message: "a call of " + err.Error()})
 		}
 		return nil, false
 	}
 	c.Net().SetReadDeadline(time.Time{})
 	var call wire.Call
 	if err := wire.Decode(b, &call); err != nil {
-		return direct, c.WriteError(err.(*wire.Error)) == nil
+		return direct, s.answer(c, wire.FrameError, err)
 	}
 	ctx := context.Background()
 	reply := func(v any, err error) (func() (wire.Header, error), bool) {
 		if err != nil {
-			return direct, c.WriteError(wireErr(err)) == nil
+			return direct, s.answer(c, wire.FrameError, wireErr(err))
 		}
-		return direct, c.WriteJSON(wire.FrameReply, v) == nil
+		return direct, s.answer(c, wire.FrameReply, v)
 	}
 	switch call.Call {
 	case wire.CallExec:
@@ -367,6 +369,22 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 		return reply(struct{}{}, s.d.Stop(ctx, peer))
 	}
 	return reply(nil, fmt.Errorf("%w: unknown call %q (want exec, list, kill, status or stop)", daemon.ErrBadRequest, call.Call))
+}
+
+// answer writes a call's last frame, waiting at most the send-stall bound
+// for the client to take it: a client that sends calls and reads none of
+// the replies fills its socket, and must not hold its connection (one of
+// maxConns) for ever; past the bound the connection is closed. It reports
+// whether the frame was written.
+func (s *Server) answer(c *wire.Conn, typ byte, v any) bool {
+	nc := c.Net()
+	nc.SetWriteDeadline(time.Now().Add(s.stall))
+	defer nc.SetWriteDeadline(time.Time{})
+	err := c.WriteJSON(typ, v)
+	if err != nil && timedOut(err) {
+		s.cfg.Log.Warn("client read none of its replies; connection closed", "bound", s.stall)
+	}
+	return err == nil
 }
 
 func nonNil(s []string) []string {
