@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -438,4 +439,166 @@ func TestAttackMalformedJSON(t *testing.T) {
 		t.Errorf("a refused call ran its command: %q", b)
 	}
 	wellBehaved(t, state, env)
+}
+
+// peerEnv names the socket the peer helper dials.
+const peerEnv = "CORRAL_ATTACK_SOCK"
+
+// TestAttackPeerHelper is not a test: run as another user by
+// TestAttackOtherUID, it dials the socket $CORRAL_ATTACK_SOCK, sends a
+// Hello and, without waiting, a list, a status and an exec call, and
+// prints what it got: "dial: <error>" or each frame as "<type> <payload>",
+// then "end: <how the connection ended>".
+func TestAttackPeerHelper(t *testing.T) {
+	sock := os.Getenv(peerEnv)
+	if sock == "" {
+		t.Skip("run by TestAttackOtherUID")
+	}
+	nc, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Printf("dial: %v\n", err)
+		return
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(20 * time.Second))
+	wc := wire.NewConn(nc)
+	wc.WriteJSON(wire.FrameHello, wire.Hello{Protocol: wire.Protocol, Versions: []int{1}})
+	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallList})
+	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallStatus})
+	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "secret",
+		Command: "echo pwned > " + os.Getenv("CORRAL_ATTACK_WITNESS"), Dir: "/"}})
+	for {
+		typ, b, err := wc.ReadFrame(wire.MaxControl)
+		if err != nil {
+			fmt.Printf("end: %v\n", err)
+			return
+		}
+		fmt.Printf("%c %s\n", typ, b)
+	}
+}
+
+// TestAttackOtherUID: a process of another uid cannot reach the socket
+// (its directory is 0700), not through a symlink nor a hard link it makes;
+// and where it can reach it (the directory opened up by hand), the daemon
+// refuses it at the handshake with kind permission, before any of its
+// calls runs, telling it nothing of the sessions, their shells' pids or
+// the daemon's pid; the daemon serves on.
+func TestAttackOtherUID(t *testing.T) {
+	u := testproc.NewUser(t)
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	sock := wire.SocketPath(state)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Exec(ctx, "secret", "true", client.ExecOptions{Env: env, Dir: "/"}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.List(ctx)
+	if err != nil || len(list) != 1 || list[0].ShellPid == 0 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	shellPid := strconv.Itoa(list[0].ShellPid)
+
+	// The helper: this test binary, copied where the user can run it.
+	dir := u.Dir(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "peer.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	witness := filepath.Join(dir, "witness")
+	peer := func(path string) string {
+		t.Helper()
+		cmd := exec.Command(bin, "-test.run=^TestAttackPeerHelper$", "-test.count=1")
+		cmd.Env = append(env, peerEnv+"="+path, "CORRAL_ATTACK_WITNESS="+witness)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = u.Credential()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("the helper as %s: %v: %s", u.Name, err, out)
+		}
+		t.Logf("as %s via %s:\n%s", u.Name, path, out)
+		return string(out)
+	}
+	asUser := func(script string) error {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Env, cmd.Dir, cmd.SysProcAttr = env, "/", u.Credential()
+		out, err := cmd.CombinedOutput()
+		t.Logf("as %s: %s: %v %s", u.Name, script, err, out)
+		return err
+	}
+	noLeak := func(out string) {
+		t.Helper()
+		for what, s := range map[string]string{"a session's name": "secret\"", "the shell's pid": shellPid,
+			"the daemon's pid": strconv.Itoa(os.Getpid())} {
+			if strings.Contains(out, s) {
+				t.Errorf("another uid learnt %s (%s): %s", what, s, out)
+			}
+		}
+		if _, err := os.Stat(witness); err == nil {
+			t.Errorf("another uid's exec ran")
+		}
+	}
+
+	// As the daemon makes it: nothing reaches the socket.
+	if out := peer(sock); !strings.Contains(out, "dial:") || !strings.Contains(out, "permission denied") {
+		t.Errorf("another uid dialled the socket of a 0700 directory: %s", out)
+	}
+	link := filepath.Join(dir, "link.sock")
+	if err := asUser("ln -s " + sock + " " + link); err != nil {
+		t.Fatal(err)
+	}
+	if out := peer(link); !strings.Contains(out, "permission denied") {
+		t.Errorf("another uid dialled the socket through a symlink: %s", out)
+	}
+	if asUser("ln "+sock+" "+filepath.Join(dir, "hard.sock")) == nil {
+		t.Errorf("another uid hard-linked the socket of a 0700 directory")
+	}
+
+	// Opened up by hand (a directory and socket others may use): the
+	// handshake refuses, naming why, and nothing else comes.
+	if err := os.Chmod(filepath.Dir(state), 0o711); err != nil { // t.TempDir's own, 0700
+		t.Fatal(err)
+	}
+	if err := os.Chmod(state, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(state, 0o700)
+	defer os.Chmod(sock, 0o600)
+	check := func(out string) {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) < 2 || !strings.HasPrefix(lines[0], "E ") || !strings.Contains(lines[0], `"kind":"permission"`) ||
+			!strings.Contains(lines[0], "uid "+strconv.Itoa(u.Uid)+" may not use") || !strings.HasPrefix(lines[1], "end: ") {
+			t.Errorf("another uid, at the handshake, got:\n%s\nwant one permission error naming its uid, then the end", out)
+		}
+		noLeak(out)
+	}
+	check(peer(sock))
+	check(peer(link))
+	// protected_hardlinks lets a user who may read and write the socket
+	// link it; the link is the same socket, and SO_PEERCRED still names
+	// the user.
+	hard := filepath.Join(dir, "hard.sock")
+	if asUser("ln "+sock+" "+hard) == nil {
+		check(peer(hard))
+	}
+	os.Chmod(sock, 0o600)
+	os.Chmod(state, 0o700)
+	wellBehaved(t, state, env)
+	if list, err := c.List(ctx); err != nil || len(list) != 2 {
+		t.Errorf("the sessions after the attack: %+v %v", list, err)
+	}
 }
