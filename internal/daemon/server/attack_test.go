@@ -602,3 +602,159 @@ func TestAttackOtherUID(t *testing.T) {
 		t.Errorf("the sessions after the attack: %+v %v", list, err)
 	}
 }
+
+// execRaw sends one exec call on wc and returns its stdout and its last
+// frame's type and payload.
+func execRaw(t *testing.T, wc *wire.Conn, e *wire.Exec) (string, byte, []byte) {
+	t.Helper()
+	if err := wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: e}); err != nil {
+		t.Fatal(err)
+	}
+	wc.Net().SetReadDeadline(time.Now().Add(60 * time.Second))
+	var out strings.Builder
+	for {
+		typ, b, err := wc.ReadFrame(wire.MaxControl)
+		if err != nil {
+			t.Fatalf("exec %q: %v", e.Command, err)
+		}
+		switch typ {
+		case wire.FrameStdout:
+			out.Write(b)
+		case wire.FrameStderr:
+		default:
+			return out.String(), typ, b
+		}
+	}
+}
+
+// TestAttackNamesAndPaths: session names, dirs and cwds made to escape
+// the sessions' directory (separators, .., NUL, very long) are refused
+// before anything is created, saying what is wrong; nothing appears
+// outside the state directory's sessions/.
+func TestAttackNamesAndPaths(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	before, _ := os.ReadDir(state)
+	wc := rawConn(t, state)
+	long := strings.Repeat("a", 65)
+	for _, tc := range []struct {
+		name string
+		e    wire.Exec
+		want string
+	}{
+		{"a name with a slash", wire.Exec{Session: "a/b"}, `"a/b"`},
+		{"a name of ..", wire.Exec{Session: ".."}, `".."`},
+		{"a name climbing out", wire.Exec{Session: "../../escape"}, `"../../escape"`},
+		{"a name of .", wire.Exec{Session: "."}, `"."`},
+		{"a name starting with a dot", wire.Exec{Session: ".hidden"}, `".hidden"`},
+		{"a name starting with a dash", wire.Exec{Session: "-rf"}, `"-rf"`},
+		{"a name with NUL", wire.Exec{Session: "a\x00b"}, `"a\x00b"`},
+		{"a name with a newline", wire.Exec{Session: "a\nb"}, `"a\nb"`},
+		{"a name with a space", wire.Exec{Session: "a b"}, `"a b"`},
+		{"a name of 65 bytes", wire.Exec{Session: long}, long},
+		{"no name", wire.Exec{}, `""`},
+		{"a oneshot with a name", wire.Exec{Session: "x", Oneshot: true}, "takes no session name"},
+		{"a relative dir", wire.Exec{Session: "ok", Dir: "../.."}, `dir "../.." is not absolute`},
+		{"a relative cwd", wire.Exec{Session: "ok", Cwd: "sub"}, `cwd "sub" is not absolute`},
+		{"a dir with NUL", wire.Exec{Session: "ok", Dir: "/tmp\x00/etc"}, "NUL byte in dir"},
+		{"a cwd of 4096 bytes", wire.Exec{Session: "ok", Cwd: "/" + strings.Repeat("a", 4095)}, "cwd of 4096 bytes"},
+		{"an env entry with NUL", wire.Exec{Session: "ok", Env: []string{"A=1\x00B=2"}}, "malformed environment entry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.e
+			e.Command = "touch " + filepath.Join(state, "ran")
+			if e.Dir == "" {
+				e.Dir = "/"
+			}
+			_, typ, b := execRaw(t, wc, &e)
+			var we wire.Error
+			if typ != wire.FrameError || wire.Decode(b, &we) != nil || we.Kind != wire.KindBadRequest || !strings.Contains(we.Message, tc.want) {
+				t.Fatalf("got %q %s, want bad_request naming %q", typ, b, tc.want)
+			}
+			t.Logf("refused: %s", we.Message)
+		})
+	}
+	after, _ := os.ReadDir(state)
+	if len(after) != len(before) {
+		t.Errorf("the state directory changed: %v, then %v", before, after)
+	}
+	if sessions, _ := os.ReadDir(filepath.Join(state, "sessions")); len(sessions) != 0 {
+		t.Errorf("sessions made by refused calls: %v", sessions)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(state), "escape")); err == nil {
+		t.Errorf("a session directory escaped the state directory")
+	}
+	// A cwd that is absolute but not there fails the command, not the
+	// session: the result says why.
+	_, typ, b := execRaw(t, wc, &wire.Exec{Session: "cwd", Command: "pwd", Dir: "/", Env: env, Cwd: "/nonexistent/../../etc/../nope"})
+	var r wire.Result
+	if typ != wire.FrameReply || wire.Decode(b, &r) != nil || r.Outcome != "start_failed" || r.Error == "" {
+		t.Errorf("a cwd not there: %q %s", typ, b)
+	}
+	wellBehaved(t, state, env)
+}
+
+// TestAttackNumbers: timeouts, graces and signals at the edges of their
+// types: a timeout or grace too large to be a duration is refused (it
+// wrapped, into a refusal naming a "negative timeout" or into a timeout
+// of microseconds), so is a signal no system has; what fits is taken as
+// asked.
+func TestAttackNumbers(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	wc := rawConn(t, state)
+	for _, tc := range []struct {
+		name    string
+		e       wire.Exec
+		refused string // what the refusal names; "" if taken
+	}{
+		{"a timeout of max int64 ms", wire.Exec{TimeoutMs: 1<<63 - 1}, "timeout of 9223372036854775807 ms"},
+		{"a timeout whose ns wrap negative", wire.Exec{TimeoutMs: 9223372036855}, "timeout of 9223372036855 ms"},
+		// Before the fix: a timeout of 584 years became one of 448 µs.
+		{"a timeout whose ns wrap to 448 µs", wire.Exec{TimeoutMs: 18446744073710}, "timeout of 18446744073710 ms"},
+		{"a grace of max int64 ms", wire.Exec{GraceMs: 1<<63 - 1}, "grace of 9223372036854775807 ms"},
+		{"a grace whose ns wrap to 448 µs", wire.Exec{GraceMs: 18446744073710}, "grace of 18446744073710 ms"},
+		{"a stop signal of 1000", wire.Exec{StopSignal: 1000}, "stop signal 1000"},
+		{"a stop signal of -5", wire.Exec{StopSignal: -5}, "stop signal -5"},
+		{"an output limit of max int64", wire.Exec{MaxOutput: 1<<63 - 1}, ""},
+		{"a timeout of a year", wire.Exec{TimeoutMs: 365 * 24 * 3600 * 1000}, ""},
+		{"SIGRTMAX as the stop signal", wire.Exec{StopSignal: 64}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := tc.e
+			e.Session, e.Command, e.Dir, e.Env = "n", "sleep 0.3; echo done", "/", env
+			began := time.Now()
+			out, typ, b := execRaw(t, wc, &e)
+			t.Logf("%v: %q %c %.300s", time.Since(began).Round(time.Millisecond), out, typ, b)
+			if tc.refused != "" {
+				var we wire.Error
+				if typ != wire.FrameError || wire.Decode(b, &we) != nil || we.Kind != wire.KindBadRequest || !strings.Contains(we.Message, tc.refused) {
+					t.Fatalf("got %q %s, want bad_request naming %q", typ, b, tc.refused)
+				}
+				return
+			}
+			var r wire.Result
+			if typ != wire.FrameReply || wire.Decode(b, &r) != nil || r.Outcome != "exited" || r.ExitCode != 0 || out != "done\n" {
+				t.Fatalf("the command did not run as asked: %q %c %s", out, typ, b)
+			}
+		})
+	}
+	// A cancel with a signal no system has is refused as a protocol
+	// violation (before the fix the kill failed, the grace ran out, then
+	// SIGKILL: 5 s for a cancel that named a signal that cannot be sent);
+	// the command stops.
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "n",
+		Command: "echo $$ > " + pidFile + "; exec sleep 60", Dir: "/", Env: env}})
+	pid := testproc.PidFile(t, pidFile, 20*time.Second)
+	wc.WriteJSON(wire.FrameCancel, wire.Cancel{Signal: 1 << 40})
+	expectError(t, wc, wire.KindBadRequest, "signal 1099511627776, which is not a signal")
+	if testproc.Alive(pid) {
+		t.Errorf("a cancel with signal 2^40 left the command (pid %d) running", pid)
+	}
+	wellBehaved(t, state, env)
+}

@@ -70,6 +70,20 @@ type next struct {
 
 // request is the core's request for the wire's Exec, checked once here.
 func request(e *wire.Exec) (daemon.ExecRequest, error) {
+	// Milliseconds past maxMs wrap when made a time.Duration: into a
+	// "negative timeout", or into one of microseconds (18446744073710 ms
+	// became 448 µs); a signal past the system's last is none.
+	for what, ms := range map[string]int64{"timeout": e.TimeoutMs, "grace": e.GraceMs} {
+		if ms > maxMs {
+			return daemon.ExecRequest{}, fmt.Errorf("%w: a %s of %d ms (at most %d, about 292 years)", daemon.ErrBadRequest, what, ms, maxMs)
+		}
+	}
+	if e.GraceMs < -maxMs {
+		return daemon.ExecRequest{}, fmt.Errorf("%w: a grace of %d ms (a negative one means SIGKILL at once: use -1)", daemon.ErrBadRequest, e.GraceMs)
+	}
+	if e.StopSignal != 0 && !validSignal(e.StopSignal) {
+		return daemon.ExecRequest{}, fmt.Errorf("%w: stop signal %d is not a signal (want 1 to %d)", daemon.ErrBadRequest, e.StopSignal, maxSignal)
+	}
 	r := daemon.ExecRequest{Session: e.Session, Command: e.Command, Oneshot: e.Oneshot, Dir: e.Dir, Env: e.Env, Cwd: e.Cwd,
 		Options: session.Options{
 			Timeout:   time.Duration(e.TimeoutMs) * time.Millisecond,
@@ -85,6 +99,14 @@ func request(e *wire.Exec) (daemon.ExecRequest, error) {
 	}
 	return r, daemon.CheckExec(&r)
 }
+
+// maxMs is the longest time.Duration in milliseconds.
+const maxMs = int64(1<<63-1) / int64(time.Millisecond)
+
+// maxSignal is the last signal number Linux has (SIGRTMAX).
+const maxSignal = 64
+
+func validSignal(n int) bool { return n >= 1 && n <= maxSignal }
 
 // exec runs one exec call: it receives the client's stdin, cancel and
 // kill frames, sends the command's output as it comes, and the result
@@ -290,6 +312,10 @@ func (x *execCall) receive() {
 			var cn wire.Cancel
 			if len(b) > 0 && wire.Decode(b, &cn) != nil {
 				bad = "a malformed cancel frame"
+				break
+			}
+			if cn.Signal != 0 && !validSignal(cn.Signal) {
+				bad = fmt.Sprintf("a cancel with signal %d, which is not a signal (want 1 to %d)", cn.Signal, maxSignal)
 				break
 			}
 			if cn.Signal > 0 {
