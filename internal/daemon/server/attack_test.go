@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -869,4 +870,193 @@ func fifoReplaced(t *testing.T, cases []fifoCase) {
 			wellBehaved(t, state, env)
 		})
 	}
+}
+
+// TestAttackShellEnv: a session created with an environment that tells
+// its shell to run code at start or to change how it runs (BASH_ENV, ENV,
+// SHELLOPTS, BASHOPTS, exported functions named as the protocol's
+// builtins). The client has the daemon's uid and could run that code as
+// a command anyway: what matters is that the session's commands give
+// their own output and status, or the call says what went wrong, within
+// bounds, and the daemon serves on.
+func TestAttackShellEnv(t *testing.T) {
+	mark := testproc.Guard(t, 300*time.Second)
+	env := append(testproc.Env(mark), "SHELL=/bin/bash")
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	witness := filepath.Join(dir, "witness")
+	for i, tc := range []struct {
+		name  string
+		env   []string
+		works bool // the session's command must run as asked
+	}{
+		{"BASH_ENV writing a file", []string{"BASH_ENV=" + script("w", "echo bash_env >> "+witness+"\n")}, true},
+		{"BASH_ENV redefining printf, eval, exec", []string{"BASH_ENV=" + script("f", "printf() { echo hijacked; }; eval() { echo hijacked; }; exec() { echo hijacked; }\n")}, true},
+		{"BASH_ENV moving stdout", []string{"BASH_ENV=" + script("o", "exec >/dev/null 2>&1\n")}, true},
+		{"BASH_ENV setting -n", []string{"BASH_ENV=" + script("n", "set -n\n")}, false},
+		{"BASH_ENV exiting", []string{"BASH_ENV=" + script("x", "exit 0\n")}, false},
+		{"BASH_ENV never returning", []string{"BASH_ENV=" + script("s", "sleep 3600\n")}, false},
+		{"ENV for sh", []string{"ENV=" + script("e", "echo env >> "+witness+"\n"), "SHELL=/bin/sh"}, true},
+		{"SHELLOPTS xtrace:verbose:errexit", []string{"SHELLOPTS=xtrace:verbose:errexit"}, true},
+		{"BASHOPTS extdebug", []string{"BASHOPTS=extdebug:expand_aliases"}, true},
+		{"exported functions named builtin, printf, eval, declare", []string{
+			"BASH_FUNC_builtin%%=() { echo hijacked; }", "BASH_FUNC_printf%%=() { echo hijacked; }",
+			"BASH_FUNC_eval%%=() { echo hijacked; }", "BASH_FUNC_declare%%=() { echo hijacked; }"}, true},
+		{"PROMPT_COMMAND and PS4", []string{"PROMPT_COMMAND=echo hijacked", "PS4=$(echo hijacked)"}, true},
+		{"IFS and PATH emptied", []string{"IFS=/", "PATH="}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("env%d", i)
+			// PROBE shows that the rest of the environment reaches the shell.
+			e := append(append([]string{}, env...), append(tc.env, "PROBE=seen")...)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			began := time.Now()
+			var out strings.Builder
+			r, err := c.Exec(ctx, name, `echo ok; builtin echo "$((6*7))" "$PROBE"`, client.ExecOptions{Env: e, Dir: "/", Stdout: &out, Timeout: 10 * time.Second})
+			took := time.Since(began)
+			if err != nil {
+				t.Logf("after %v: %q %v", took.Round(time.Millisecond), out.String(), err)
+			} else {
+				t.Logf("after %v: %q %s exit %d %s", took.Round(time.Millisecond), out.String(), r.Outcome, r.ExitCode, r.Error)
+			}
+			if took > 45*time.Second {
+				t.Errorf("the call took %v", took)
+			}
+			if tc.works && (err != nil || out.String() != "ok\n42 seen\n" || r.ExitCode != 0) {
+				t.Errorf("the session's command did not run as asked: %q %v", out.String(), err)
+			}
+			if !tc.works && err == nil && r.Error == "" && r.ExitCode == 0 && out.String() != "ok\n42 seen\n" {
+				t.Errorf("the command did not run and nothing says why: %q %+v", out.String(), r)
+			}
+			kctx, kcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer kcancel()
+			if _, err := c.Kill(kctx, false, name); err != nil && !errors.Is(err, client.ErrNotFound) {
+				t.Errorf("kill %s: %v", name, err)
+			}
+		})
+	}
+	b, _ := os.ReadFile(witness)
+	t.Logf("start-up files that ran: %q", b)
+	wellBehaved(t, state, env)
+}
+
+// TestAttackHalfClose: a client that shuts down its sending side after a
+// call (SHUT_WR) has closed its end for the daemon, as the protocol says:
+// the daemon stops the command, and the call still ends with its result
+// or error frame on the side still open; one that half-closes before its
+// Hello is closed at once.
+func TestAttackHalfClose(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+
+	nc := dialRaw(t, state).(*net.UnixConn)
+	nc.CloseWrite()
+	began := time.Now()
+	expectClosed(t, nc, 5*time.Second)
+	t.Logf("half-closed before its Hello: closed after %v", time.Since(began).Round(time.Millisecond))
+
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	wc := rawConn(t, state)
+	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "half",
+		Command: "echo $$ > " + pidFile + "; echo one; exec sleep 60", Dir: "/", Env: env}})
+	pid := testproc.PidFile(t, pidFile, 20*time.Second)
+	wc.Net().(*net.UnixConn).CloseWrite()
+	wc.Net().SetReadDeadline(time.Now().Add(30 * time.Second))
+	var out strings.Builder
+	for {
+		typ, b, err := wc.ReadFrame(wire.MaxControl)
+		if err != nil {
+			t.Fatalf("the half-closed call ended with %v, not its last frame (output %q)", err, out.String())
+		}
+		if typ == wire.FrameStdout {
+			out.Write(b)
+			continue
+		}
+		t.Logf("the half-closed call: output %q, then %c %.200s", out.String(), typ, b)
+		var r wire.Result
+		if typ != wire.FrameReply || wire.Decode(b, &r) != nil || r.Outcome != "cancelled" {
+			t.Errorf("want a cancelled result, got %c %s", typ, b)
+		}
+		break
+	}
+	expectClosed(t, wc.Net(), 10*time.Second)
+	if testproc.Alive(pid) {
+		t.Errorf("the half-closed call's command (pid %d) still runs", pid)
+	}
+	wellBehaved(t, state, env)
+}
+
+// TestAttackMemory: 64 connections each sending a call of the largest
+// size but its last byte hold what they sent, no more, and only for the
+// handshake bound; the daemon's heap comes back down once they are
+// closed. The figures go to the log.
+func TestAttackMemory(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse >> 10
+	}
+	h0, r0 := heap(), rssKiB(t)
+	payload := append(header(wire.FrameCall, wire.MaxControl), make([]byte, wire.MaxControl-1)...)
+	conns := make([]net.Conn, 64)
+	sent := make(chan error, 64)
+	for i := range conns {
+		conns[i] = dialRaw(t, state)
+		go func(nc net.Conn) {
+			nc.Write(helloFrame())
+			_, err := nc.Write(payload)
+			sent <- err
+		}(conns[i])
+	}
+	for range conns {
+		if err := <-sent; err != nil {
+			t.Fatalf("sending: %v", err)
+		}
+	}
+	h1, r1 := heap(), rssKiB(t)
+	t.Logf("heap %d KiB, RSS %d KiB before; with 64 calls of 4 MiB less a byte held: heap %d KiB, RSS %d KiB", h0, r0, h1, r1)
+	if bound := uint64(64*(wire.MaxControl+2*64<<10)) >> 10; h1-h0 > bound+64<<10 {
+		t.Errorf("the daemon holds %d KiB for 64 calls of %d KiB", h1-h0, wire.MaxControl>>10)
+	}
+	for _, nc := range conns {
+		expectClosed(t, nc, wire.HandshakeBound+5*time.Second)
+	}
+	time.Sleep(200 * time.Millisecond)
+	h2, r2 := heap(), rssKiB(t)
+	t.Logf("after the daemon closed them: heap %d KiB, RSS %d KiB", h2, r2)
+	if h2 > h0+16<<10 {
+		t.Errorf("the heap stayed at %d KiB (from %d KiB)", h2, h0)
+	}
+	wellBehaved(t, state, env)
+}
+
+// TestAttackIdleSlots: 64 connections that shake hands and then send
+// nothing hold every slot for the idle bound (wire.IdleBound, 5 minutes):
+// meanwhile a 65th client is not answered. Known, skipped: a fix sheds the
+// longest-idle connection when the slots are full.
+func TestAttackIdleSlots(t *testing.T) {
+	t.Skip("known: 64 idle connections after their handshake hold every slot for wire.IdleBound (5 min); a 65th client is refused by its 10 s dial timeout; see the wire-attack report")
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	for i := 0; i < 64; i++ {
+		rawConn(t, c.StateDir())
+	}
+	wellBehaved(t, c.StateDir(), env)
 }
