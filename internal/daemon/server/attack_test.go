@@ -1047,16 +1047,40 @@ func TestAttackMemory(t *testing.T) {
 }
 
 // TestAttackIdleSlots: 64 connections that shake hands and then send
-// nothing hold every slot for the idle bound (wire.IdleBound, 5 minutes):
-// meanwhile a 65th client is not answered. Known, skipped: a fix sheds the
-// longest-idle connection when the slots are full.
+// nothing do not keep a 65th client out: the one idle longest is closed
+// to make room. Before the fix they held every slot for the idle bound
+// (wire.IdleBound, 5 minutes), and the 65th client hung past the test's
+// 120 s watchdog.
 func TestAttackIdleSlots(t *testing.T) {
-	t.Skip("known: 64 idle connections after their handshake hold every slot for wire.IdleBound (5 min); a 65th client is refused by its 10 s dial timeout; see the wire-attack report")
 	mark := testproc.Guard(t, 120*time.Second)
 	env := testproc.Env(mark)
 	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	for i := 0; i < 64; i++ {
-		rawConn(t, c.StateDir())
+	idle := make([]*wire.Conn, 64)
+	for i := range idle {
+		idle[i] = rawConn(t, c.StateDir())
 	}
+	began := time.Now()
 	wellBehaved(t, c.StateDir(), env)
+	t.Logf("the 65th client was served after %v", time.Since(began).Round(time.Millisecond))
+	// The first connections, idle longest, were the ones closed; the last
+	// still serves.
+	var closed []int
+	for i, wc := range idle {
+		wc.Net().SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		if _, err := wc.Net().Read(make([]byte, 1)); errors.Is(err, io.EOF) {
+			closed = append(closed, i)
+		}
+	}
+	t.Logf("closed to make room: %v", closed)
+	if len(closed) == 0 || closed[0] != 0 {
+		t.Errorf("closed to make room: %v, want the first (idle longest) among them", closed)
+	}
+	last := idle[len(idle)-1]
+	if err := last.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallStatus}); err != nil {
+		t.Fatal(err)
+	}
+	last.Net().SetReadDeadline(time.Now().Add(10 * time.Second))
+	if typ, b, err := last.ReadFrame(wire.MaxControl); err != nil || typ != wire.FrameReply {
+		t.Fatalf("the connection idle least: %q %s %v", typ, b, err)
+	}
 }

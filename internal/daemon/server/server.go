@@ -59,6 +59,9 @@ type Server struct {
 type conn struct {
 	nc   net.Conn
 	busy bool
+	// idle is since when the connection, past its handshake, waits for
+	// its next call (zero while it does not).
+	idle time.Time
 }
 
 // Bounds of a stop.
@@ -97,7 +100,8 @@ func Open(cfg Config) (*Server, error) {
 		d.Close()
 		return nil, err
 	}
-	s := &Server{cfg: cfg, d: d, lis: limitConns(lis, maxConns), sock: sock, stall: cfg.SendStall, conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, d: d, sock: sock, stall: cfg.SendStall, conns: map[*conn]struct{}{}}
+	s.lis = limitConns(lis, maxConns, s.shedIdle)
 	if s.stall <= 0 {
 		s.stall = DefaultSendStall
 	}
@@ -245,7 +249,9 @@ func (s *Server) serveConn(nc net.Conn) {
 	next := func() (wire.Header, error) { return wc.ReadHeader() }
 	for {
 		nc.SetReadDeadline(time.Now().Add(wire.IdleBound))
+		s.setIdle(c, true)
 		h, err := next()
+		s.setIdle(c, false)
 		if err != nil {
 			return
 		}
@@ -261,6 +267,40 @@ func (s *Server) serveConn(nc net.Conn) {
 			return
 		}
 	}
+}
+
+// setIdle marks c as waiting for its next call, or not.
+func (s *Server) setIdle(c *conn, idle bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.idle = time.Time{}
+	if idle {
+		c.idle = time.Now()
+	}
+}
+
+// shedIdle closes the connection that has waited longest for its next
+// call, to make room for a new one when every slot is taken, and reports
+// whether there was one. A Client redials a reused connection the daemon
+// closed (nothing of the call was read).
+func (s *Server) shedIdle() bool {
+	s.mu.Lock()
+	var oldest *conn
+	for c := range s.conns {
+		if !c.busy && !c.idle.IsZero() && (oldest == nil || c.idle.Before(oldest.idle)) {
+			oldest = c
+		}
+	}
+	if oldest != nil {
+		oldest.idle = time.Time{}
+	}
+	s.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	s.cfg.Log.Debug("every connection slot taken: closed the connection idle longest", "max", maxConns)
+	oldest.nc.Close()
+	return true
 }
 
 // handshake reads the client's Hello, learns who it is, and answers.
