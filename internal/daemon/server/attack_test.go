@@ -412,6 +412,10 @@ func TestAttackMalformedJSON(t *testing.T) {
 		{"deep nesting", strings.Repeat("[", 100000) + strings.Repeat("]", 100000), "malformed message"},
 		{"nesting inside the call", `{"call":"exec","exec":{"env":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}}`, "malformed message"},
 		{"an env entry without =", exec(`,"env":["PATH"]`), `malformed environment entry "PATH"`},
+		// Before the fix encoding/json replaced the byte with U+FFFD and
+		// the command ran changed.
+		{"an env entry that is not UTF-8", exec(",\"env\":[\"X=a\xffb\"]"), "not valid UTF-8 (at byte"},
+		{"a session name that is not UTF-8", "{\"call\":\"exec\",\"exec\":{\"session\":\"\xff\",\"command\":\"true\"}}", "not valid UTF-8 (at byte 34)"},
 		{"an exec call without its exec", `{"call":"exec"}`, "without its exec"},
 		{"an unknown call", `{"call":"shutdown --force"}`, `unknown call "shutdown --force"`},
 		{"duplicate keys: the last wins", `{"call":"stop","call":"nope"}`, `unknown call "nope"`},

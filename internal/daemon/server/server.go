@@ -18,6 +18,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-dev/corral/internal/daemon"
 	"github.com/corral-dev/corral/internal/unixsock"
@@ -366,6 +367,12 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 		return nil, false
 	}
 	c.Net().SetReadDeadline(time.Time{})
+	if !utf8.Valid(b) {
+		// encoding/json would replace each such byte with U+FFFD: the
+		// command, its environment or its paths would run changed.
+		return direct, s.answer(c, wire.FrameError, &wire.Error{Kind: wire.KindBadRequest,
+			Message: fmt.Sprintf("the call is not valid UTF-8 (at byte %d): JSON text is UTF-8, and a byte that is not would be replaced; send the command, environment and paths as UTF-8", invalidAt(b))})
+	}
 	var call wire.Call
 	if err := wire.Decode(b, &call); err != nil {
 		return direct, s.answer(c, wire.FrameError, err)
@@ -425,6 +432,18 @@ func (s *Server) answer(c *wire.Conn, typ byte, v any) bool {
 		s.cfg.Log.Warn("client read none of its replies; connection closed", "bound", s.stall)
 	}
 	return err == nil
+}
+
+// invalidAt is the offset of the first byte of b that is not UTF-8.
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 func nonNil(s []string) []string {
