@@ -1088,3 +1088,49 @@ func TestAttackIdleSlots(t *testing.T) {
 		t.Fatalf("the connection idle least: %q %s %v", typ, b, err)
 	}
 }
+
+// TestAttackStdinNeverRead: a client that fills a command's stdin queue
+// (the command never reads) and then goes away has abandoned its call:
+// the daemon must notice and stop the command, though it is not reading
+// the connection while the queue is full. Before the fix the command ran
+// on, its session busy and the connection's slot held, for ever.
+func TestAttackStdinNeverRead(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	wc := rawConn(t, state)
+	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "deaf",
+		Command: "echo $$ > " + pidFile + "; exec sleep 3600", Dir: "/", Env: env, Stdin: true}})
+	pid := testproc.PidFile(t, pidFile, 20*time.Second)
+	chunk := frame(wire.FrameStdin, make([]byte, wire.MaxStdin))
+	sent := make(chan int, 1)
+	go func() {
+		n := 0
+		for ; n < 64; n++ { // 4 MiB: past the pipe, the queue and the socket's buffers
+			wc.Net().SetWriteDeadline(time.Now().Add(3 * time.Second))
+			if _, err := wc.Net().Write(chunk); err != nil {
+				break
+			}
+		}
+		sent <- n
+	}()
+	t.Logf("stdin frames the daemon took before the sends blocked: %d", <-sent)
+	wc.Net().Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for testproc.Alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if testproc.Alive(pid) {
+		t.Errorf("the abandoned command (pid %d) still runs 20 s after its client went away", pid)
+	}
+	// Its session is free again.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out strings.Builder
+	if _, err := c.Exec(ctx, "deaf", "echo free", client.ExecOptions{Env: env, Dir: "/", Stdout: &out}); err != nil || out.String() != "free\n" {
+		t.Errorf("the session after the abandoned call: %q %v", out.String(), err)
+	}
+	wellBehaved(t, state, env)
+}

@@ -36,7 +36,8 @@ var (
 // stdinQueue bounds the stdin frames received but not yet taken by the
 // command: past it the daemon stops reading the connection (the client's
 // sends block), so a cancel or kill sent behind undelivered stdin waits
-// until the command reads or ends. With frames of at most wire.MaxStdin
+// until the command reads or ends (a client that goes away meanwhile is
+// noticed: see queueStdin). With frames of at most wire.MaxStdin
 // (64 KiB), a call queues at most 1 MiB.
 const stdinQueue = 16
 
@@ -298,9 +299,10 @@ func (x *execCall) receive() {
 			case !stdinOpen:
 				bad = "stdin after stdin end of file"
 			case h.Type == wire.FrameStdin:
-				select {
-				case x.stdin <- b:
-				case <-x.done:
+				if err := x.queueStdin(b); err != nil {
+					x.cancel(errClientGone)
+					x.next <- next{err: err}
+					return
 				}
 			default:
 				close(x.stdin)
@@ -336,6 +338,31 @@ func (x *execCall) receive() {
 		}
 	}
 }
+
+// queueStdin queues one stdin chunk for the command. While the queue is
+// full (the command reads slowly or not at all) the connection is not
+// read, so its end would go unnoticed behind the frames still unread:
+// meanwhile the peer's hang-up is checked every hangupPoll, and a client
+// that went away has abandoned its call (the error), which is then
+// cancelled, instead of its command running on for ever.
+func (x *execCall) queueStdin(b []byte) error {
+	for {
+		select {
+		case x.stdin <- b:
+			return nil
+		case <-x.done:
+			return nil
+		case <-time.After(hangupPoll):
+			if peerHungUp(x.c.Net()) {
+				return errClientGone
+			}
+		}
+	}
+}
+
+// hangupPoll is how often a full stdin queue checks that its client is
+// still there.
+const hangupPoll = 500 * time.Millisecond
 
 func (x *execCall) violate(why string) {
 	x.mu.Lock()
