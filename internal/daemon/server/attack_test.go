@@ -568,6 +568,13 @@ func TestAttackOtherUID(t *testing.T) {
 	if asUser("ln "+sock+" "+filepath.Join(dir, "hard.sock")) == nil {
 		t.Errorf("another uid hard-linked the socket of a 0700 directory")
 	}
+	dirLink := filepath.Join(dir, "state")
+	if err := asUser("ln -s " + state + " " + dirLink); err != nil {
+		t.Fatal(err)
+	}
+	if out := peer(wire.SocketPath(dirLink)); !strings.Contains(out, "permission denied") {
+		t.Errorf("another uid dialled the socket through a symlinked state directory: %s", out)
+	}
 
 	// Opened up by hand (a directory and socket others may use): the
 	// handshake refuses, naming why, and nothing else comes.
@@ -593,6 +600,7 @@ func TestAttackOtherUID(t *testing.T) {
 	}
 	check(peer(sock))
 	check(peer(link))
+	check(peer(wire.SocketPath(dirLink)))
 	// protected_hardlinks lets a user who may read and write the socket
 	// link it; the link is the same socket, and SO_PEERCRED still names
 	// the user.
