@@ -1084,8 +1084,10 @@ func TestAttackIdleSlots(t *testing.T) {
 		}
 	}
 	t.Logf("closed to make room: %v", closed)
-	if len(closed) == 0 || closed[0] != 0 {
-		t.Errorf("closed to make room: %v, want the first (idle longest) among them", closed)
+	// (Idle from when the daemon's goroutine marks it so, after its
+	// Welcome: under load the first may be marked a little late.)
+	if len(closed) == 0 || closed[0] >= 16 {
+		t.Errorf("closed to make room: %v, want one of the first (idle longest)", closed)
 	}
 	last := idle[len(idle)-1]
 	if err := last.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallStatus}); err != nil {

@@ -12,6 +12,17 @@ import (
 // which a unix or TCP socket reports once the peer's FIN or close
 // arrived. A connection with no descriptor (TLS wraps one) reports false.
 func peerHungUp(c net.Conn) bool {
+	return polled(c, unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR)
+}
+
+// pending reports whether c has bytes to read (or its peer hung up):
+// an idle connection whose client just sent its next call.
+func pending(c net.Conn) bool {
+	return polled(c, unix.POLLIN|unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR)
+}
+
+// polled reports whether c's descriptor has any of the events want now.
+func polled(c net.Conn, want int16) bool {
 	if lc, ok := c.(*limitedConn); ok {
 		c = lc.Conn
 	}
@@ -23,12 +34,12 @@ func peerHungUp(c net.Conn) bool {
 	if err != nil {
 		return false
 	}
-	hung := false
+	got := false
 	raw.Control(func(fd uintptr) {
-		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+		p := []unix.PollFd{{Fd: int32(fd), Events: want}}
 		if n, err := unix.Poll(p, 0); err == nil && n > 0 {
-			hung = p[0].Revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR) != 0
+			got = p[0].Revents&want != 0
 		}
 	})
-	return hung
+	return got
 }

@@ -288,7 +288,9 @@ func (s *Server) shedIdle() bool {
 	s.mu.Lock()
 	var oldest *conn
 	for c := range s.conns {
-		if !c.busy && !c.idle.IsZero() && (oldest == nil || c.idle.Before(oldest.idle)) {
+		// Not one whose next call has just come (its client would see
+		// the call lost): the least recently busy of the rest.
+		if !c.busy && !c.idle.IsZero() && (oldest == nil || c.idle.Before(oldest.idle)) && !pending(c.nc) {
 			oldest = c
 		}
 	}
