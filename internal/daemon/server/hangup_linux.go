@@ -10,7 +10,7 @@ import (
 // peerHungUp reports whether the peer of c has closed its end (or shut
 // down its sending side), even with data of it still unread: POLLRDHUP,
 // which a unix or TCP socket reports once the peer's FIN or close
-// arrived. A connection with no descriptor (TLS wraps one) reports false.
+// arrived. A connection with no descriptor reports false.
 func peerHungUp(c net.Conn) bool {
 	return polled(c, unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR)
 }
@@ -25,6 +25,9 @@ func pending(c net.Conn) bool {
 func polled(c net.Conn, want int16) bool {
 	if lc, ok := c.(*limitedConn); ok {
 		c = lc.Conn
+	}
+	if tc, ok := c.(interface{ NetConn() net.Conn }); ok {
+		c = tc.NetConn() // a TLS connection's socket (TCP reports POLLRDHUP too)
 	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
