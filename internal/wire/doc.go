@@ -78,13 +78,18 @@
 // client that closes the connection abandons the call: the daemon stops
 // the command without anyone waiting for it. A client that reads none of
 // the output for the daemon's bound (30 s by default) has its command
-// stopped; the call then ends with an Error of kind not_reading.
+// stopped; the call then ends with an Error of kind not_reading. A client
+// that sends calls and reads none of their replies for that bound has its
+// connection closed.
 //
 // Bounds on a connection: the Hello must arrive within HandshakeBound, and
 // so must the rest of a call's frame once its header has; a connection may
 // stay IdleBound without a call (then the daemon closes it: a client keeps
 // idle connections for less); the daemon serves at most 64 connections at
-// once (more wait in the listen backlog).
+// once: when all are open, a new one makes the daemon close the one that
+// has waited longest for its next call (a client redials a reused
+// connection closed so), and with none idle it waits in the listen
+// backlog.
 //
 // Result (the reply of exec) carries every field of corral.Result, times
 // as Unix nanoseconds and durations as nanoseconds, and also cwd (the

@@ -36,7 +36,8 @@ var (
 // stdinQueue bounds the stdin frames received but not yet taken by the
 // command: past it the daemon stops reading the connection (the client's
 // sends block), so a cancel or kill sent behind undelivered stdin waits
-// until the command reads or ends. With frames of at most wire.MaxStdin
+// until the command reads or ends (a client that goes away meanwhile is
+// noticed: see queueStdin). With frames of at most wire.MaxStdin
 // (64 KiB), a call queues at most 1 MiB.
 const stdinQueue = 16
 
@@ -71,6 +72,20 @@ type next struct {
 
 // request is the core's request for the wire's Exec, checked once here.
 func request(e *wire.Exec) (daemon.ExecRequest, error) {
+	// Milliseconds past maxMs wrap when made a time.Duration: into a
+	// "negative timeout", or into one of microseconds (18446744073710 ms
+	// became 448 µs); a signal past the system's last is none.
+	for what, ms := range map[string]int64{"timeout": e.TimeoutMs, "grace": e.GraceMs} {
+		if ms > maxMs {
+			return daemon.ExecRequest{}, fmt.Errorf("%w: a %s of %d ms (at most %d, about 292 years)", daemon.ErrBadRequest, what, ms, maxMs)
+		}
+	}
+	if e.GraceMs < -maxMs {
+		return daemon.ExecRequest{}, fmt.Errorf("%w: a grace of %d ms (a negative one means SIGKILL at once: use -1)", daemon.ErrBadRequest, e.GraceMs)
+	}
+	if e.StopSignal != 0 && !validSignal(e.StopSignal) {
+		return daemon.ExecRequest{}, fmt.Errorf("%w: stop signal %d is not a signal (want 1 to %d)", daemon.ErrBadRequest, e.StopSignal, maxSignal)
+	}
 	r := daemon.ExecRequest{Session: e.Session, Command: e.Command, Oneshot: e.Oneshot, Dir: e.Dir, Env: e.Env, Cwd: e.Cwd,
 		Options: session.Options{
 			Timeout:   time.Duration(e.TimeoutMs) * time.Millisecond,
@@ -88,6 +103,14 @@ func request(e *wire.Exec) (daemon.ExecRequest, error) {
 	return r, daemon.CheckExec(&r)
 }
 
+// maxMs is the longest time.Duration in milliseconds.
+const maxMs = int64(1<<63-1) / int64(time.Millisecond)
+
+// maxSignal is the last signal number Linux has (SIGRTMAX).
+const maxSignal = 64
+
+func validSignal(n int) bool { return n >= 1 && n <= maxSignal }
+
 // exec runs one exec call: it receives the client's stdin, cancel and
 // kill frames, sends the command's output as it comes, and the result
 // last (after the core recorded the session's state).
@@ -95,7 +118,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	direct := func() (wire.Header, error) { return c.ReadHeader() }
 	req, err := request(e)
 	if err != nil {
-		return direct, c.WriteError(wireErr(err)) == nil
+		return direct, s.answer(c, wire.FrameError, wireErr(err))
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -262,7 +285,11 @@ func (x *execCall) receive() {
 		}
 		b, err := x.c.ReadPayload(h, limit)
 		if errors.Is(err, wire.ErrFrameTooLarge) {
-			x.violate(fmt.Sprintf("a stdin frame of %d bytes (at most %d KiB each)", h.Len, wire.MaxStdin>>10))
+			if h.Type == wire.FrameStdin {
+				x.violate(fmt.Sprintf("a stdin frame of %d bytes (at most %d KiB each)", h.Len, wire.MaxStdin>>10))
+			} else {
+				x.violate(err.Error()) // names the frame's type and its bound
+			}
 			x.next <- next{err: err}
 			return
 		}
@@ -283,9 +310,10 @@ func (x *execCall) receive() {
 			case !stdinOpen:
 				bad = "stdin after stdin end of file"
 			case h.Type == wire.FrameStdin:
-				select {
-				case x.stdin <- b:
-				case <-x.done:
+				if err := x.queueStdin(b); err != nil {
+					x.gone()
+					x.next <- next{err: err}
+					return
 				}
 			default:
 				close(x.stdin)
@@ -297,6 +325,10 @@ func (x *execCall) receive() {
 			var cn wire.Cancel
 			if len(b) > 0 && wire.Decode(b, &cn) != nil {
 				bad = "a malformed cancel frame"
+				break
+			}
+			if cn.Signal != 0 && !validSignal(cn.Signal) {
+				bad = fmt.Sprintf("a cancel with signal %d, which is not a signal (want 1 to %d)", cn.Signal, maxSignal)
 				break
 			}
 			if cn.Signal > 0 {
@@ -332,6 +364,31 @@ func (x *execCall) wentAway() time.Time {
 	defer x.mu.Unlock()
 	return x.goneAt
 }
+
+// queueStdin queues one stdin chunk for the command. While the queue is
+// full (the command reads slowly or not at all) the connection is not
+// read, so its end would go unnoticed behind the frames still unread:
+// meanwhile the peer's hang-up is checked every hangupPoll, and a client
+// that went away has abandoned its call (the error), which is then
+// cancelled, instead of its command running on for ever.
+func (x *execCall) queueStdin(b []byte) error {
+	for {
+		select {
+		case x.stdin <- b:
+			return nil
+		case <-x.done:
+			return nil
+		case <-time.After(hangupPoll):
+			if peerHungUp(x.c.Net()) {
+				return errClientGone
+			}
+		}
+	}
+}
+
+// hangupPoll is how often a full stdin queue checks that its client is
+// still there.
+const hangupPoll = 500 * time.Millisecond
 
 func (x *execCall) violate(why string) {
 	x.mu.Lock()

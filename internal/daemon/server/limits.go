@@ -19,38 +19,54 @@ import (
 // must send its Hello within wire.HandshakeBound and may stay
 // wire.IdleBound between calls. One call runs at a time per connection.
 const (
-	// maxConns bounds the connections served at once; further ones wait
-	// in the listen backlog until one closes. Each CLI call is one.
+	// maxConns bounds the connections served at once; past it the one
+	// idle longest is closed, or new ones wait in the listen backlog until
+	// one closes. Each CLI call is one.
 	maxConns = 64
 )
 
 // connLimit is a listener that serves at most cap(slots) connections at
-// once: Accept waits while they are all taken, leaving new ones in the kernel's backlog.
+// once (slots are shared with the remote listener, which takes one only
+// once a client is authenticated). When all are taken, the next
+// connection is accepted and shed is called: it closes the connection that
+// has waited longest for a call (one past its handshake, between calls),
+// freeing its slot. With none to close, Accept waits for a slot to free
+// (the accepted connection waits with it; further ones wait in the
+// kernel's backlog). So idle connections, a hostile client's or the few a
+// Client keeps for reuse, never keep a new client out.
 type connLimit struct {
 	net.Listener
 	slots  chan struct{}
 	closed chan struct{}
 	close  func() error
+	shed   func() bool
 }
 
-// limitConns limits l to the free slots of slots (shared with the remote
-// listener, which takes one only once a client is authenticated).
-func limitConns(l net.Listener, slots chan struct{}) net.Listener {
-	c := &connLimit{Listener: l, slots: slots, closed: make(chan struct{})}
+// limitConns limits l to the free slots of slots, shedding the idlest
+// connection (shed) when all are taken.
+func limitConns(l net.Listener, slots chan struct{}, shed func() bool) net.Listener {
+	c := &connLimit{Listener: l, slots: slots, closed: make(chan struct{}), shed: shed}
 	c.close = sync.OnceValue(func() error { close(c.closed); return l.Close() })
 	return c
 }
 
 func (l *connLimit) Accept() (net.Conn, error) {
-	select {
-	case l.slots <- struct{}{}:
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
 	c, err := l.Listener.Accept()
 	if err != nil {
-		<-l.slots
 		return nil, err
+	}
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		if l.shed != nil {
+			l.shed()
+		}
+		select {
+		case l.slots <- struct{}{}:
+		case <-l.closed:
+			c.Close()
+			return nil, net.ErrClosed
+		}
 	}
 	return &limitedConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
 }

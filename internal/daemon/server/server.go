@@ -12,11 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-dev/corral/internal/daemon"
 	"github.com/corral-dev/corral/internal/tlsdir"
@@ -68,6 +70,9 @@ type Server struct {
 type conn struct {
 	nc   net.Conn
 	busy bool
+	// idle is since when the connection, past its handshake, waits for
+	// its next call (zero while it does not).
+	idle time.Time
 }
 
 // Bounds of a stop.
@@ -86,6 +91,12 @@ const (
 func Open(cfg Config) (*Server, error) {
 	if err := unixsock.PeerCheckSupported(); err != nil {
 		return nil, err // a daemon does not serve what it cannot check
+	}
+	if cfg.Log == nil {
+		// The server logs refusals itself: a zero Config must not make a
+		// malformed call crash the daemon (daemon.Open's default is its
+		// own copy's).
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	d, err := daemon.Open(cfg.Config)
 	if err != nil {
@@ -113,8 +124,9 @@ func Open(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	slots := make(chan struct{}, maxConns)
-	s := &Server{cfg: cfg, d: d, lis: limitConns(lis, slots), sock: sock, stall: cfg.SendStall, conns: map[*conn]struct{}{},
+	s := &Server{cfg: cfg, d: d, sock: sock, stall: cfg.SendStall, conns: map[*conn]struct{}{},
 		slots: slots, remote: rem}
+	s.lis = limitConns(lis, slots, s.shedIdle)
 	if s.stall <= 0 {
 		s.stall = DefaultSendStall
 	}
@@ -289,7 +301,9 @@ func (s *Server) serve(c *conn, nc net.Conn, peer *daemon.Peer) {
 	next := func() (wire.Header, error) { return wc.ReadHeader() }
 	for {
 		nc.SetReadDeadline(time.Now().Add(wire.IdleBound))
+		s.setIdle(c, true)
 		h, err := next()
+		s.setIdle(c, false)
 		if err != nil {
 			return
 		}
@@ -313,9 +327,47 @@ func (s *Server) serve(c *conn, nc net.Conn, peer *daemon.Peer) {
 	}
 }
 
+// setIdle marks c as waiting for its next call, or not.
+func (s *Server) setIdle(c *conn, idle bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.idle = time.Time{}
+	if idle {
+		c.idle = time.Now()
+	}
+}
+
+// shedIdle closes the connection that has waited longest for its next
+// call, to make room for a new one when every slot is taken, and reports
+// whether there was one. A Client redials a reused connection the daemon
+// closed (nothing of the call was read).
+func (s *Server) shedIdle() bool {
+	s.mu.Lock()
+	var oldest *conn
+	for c := range s.conns {
+		// Not one whose next call has just come (its client would see
+		// the call lost): the least recently busy of the rest.
+		if !c.busy && !c.idle.IsZero() && (oldest == nil || c.idle.Before(oldest.idle)) && !pending(c.nc) {
+			oldest = c
+		}
+	}
+	if oldest != nil {
+		oldest.idle = time.Time{}
+	}
+	s.mu.Unlock()
+	if oldest == nil {
+		return false
+	}
+	s.cfg.Log.Debug("every connection slot taken: closed the connection idle longest", "max", maxConns)
+	oldest.nc.Close()
+	return true
+}
+
 // handshake reads the client's Hello, learns who it is, and answers.
 func (s *Server) handshake(c *wire.Conn, known *daemon.Peer) (daemon.Peer, bool) {
 	c.Net().SetReadDeadline(time.Now().Add(wire.HandshakeBound))
+	c.Net().SetWriteDeadline(time.Now().Add(wire.HandshakeBound))
+	defer c.Net().SetWriteDeadline(time.Time{})
 	typ, b, err := c.ReadFrame(wire.MaxHello)
 	if err != nil {
 		if errors.Is(err, wire.ErrFrameTooLarge) {
@@ -368,27 +420,33 @@ func (s *Server) handshake(c *wire.Conn, known *daemon.Peer) (daemon.Peer, bool)
 func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wire.Header, error), bool) {
 	direct := func() (wire.Header, error) { return c.ReadHeader() }
 	if h.Type != wire.FrameCall {
-		c.WriteError(&wire.Error{Kind: wire.KindBadRequest, Message: fmt.Sprintf("a %q frame where a call was expected", h.Type)})
+		s.answer(c, wire.FrameError, &wire.Error{Kind: wire.KindBadRequest, Message: fmt.Sprintf("a %q frame where a call was expected", h.Type)})
 		return nil, false
 	}
 	b, err := c.ReadPayload(h, wire.MaxControl)
 	if err != nil {
 		if errors.Is(err, wire.ErrFrameTooLarge) {
-			c.WriteError(&wire.Error{Kind: wire.KindBadRequest, Message: "a call of " + err.Error()})
+			s.answer(c, wire.FrameError, &wire.Error{Kind: wire.KindBadRequest, Message: "a call of " + err.Error()})
 		}
 		return nil, false
 	}
 	c.Net().SetReadDeadline(time.Time{})
+	if !utf8.Valid(b) {
+		// encoding/json would replace each such byte with U+FFFD: the
+		// command, its environment or its paths would run changed.
+		return direct, s.answer(c, wire.FrameError, &wire.Error{Kind: wire.KindBadRequest,
+			Message: fmt.Sprintf("the call is not valid UTF-8 (at byte %d): JSON text is UTF-8, and a byte that is not would be replaced; send the command, environment and paths as UTF-8", invalidAt(b))})
+	}
 	var call wire.Call
 	if err := wire.Decode(b, &call); err != nil {
-		return direct, c.WriteError(err.(*wire.Error)) == nil
+		return direct, s.answer(c, wire.FrameError, err)
 	}
 	ctx := context.Background()
 	reply := func(v any, err error) (func() (wire.Header, error), bool) {
 		if err != nil {
-			return direct, c.WriteError(wireErr(err)) == nil
+			return direct, s.answer(c, wire.FrameError, wireErr(err))
 		}
-		return direct, c.WriteJSON(wire.FrameReply, v) == nil
+		return direct, s.answer(c, wire.FrameReply, v)
 	}
 	switch call.Call {
 	case wire.CallExec:
@@ -424,6 +482,34 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 		return reply(struct{}{}, s.d.Stop(ctx, peer))
 	}
 	return reply(nil, fmt.Errorf("%w: unknown call %q (want exec, list, kill, status or stop)", daemon.ErrBadRequest, call.Call))
+}
+
+// answer writes a call's last frame, waiting at most the send-stall bound
+// for the client to take it: a client that sends calls and reads none of
+// the replies fills its socket, and must not hold its connection (one of
+// maxConns) for ever; past the bound the connection is closed. It reports
+// whether the frame was written.
+func (s *Server) answer(c *wire.Conn, typ byte, v any) bool {
+	nc := c.Net()
+	nc.SetWriteDeadline(time.Now().Add(s.stall))
+	defer nc.SetWriteDeadline(time.Time{})
+	err := c.WriteJSON(typ, v)
+	if err != nil && timedOut(err) {
+		s.cfg.Log.Warn("client read none of its replies; connection closed", "bound", s.stall)
+	}
+	return err == nil
+}
+
+// invalidAt is the offset of the first byte of b that is not UTF-8.
+func invalidAt(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 func nonNil(s []string) []string {
