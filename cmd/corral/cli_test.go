@@ -392,7 +392,7 @@ func TestRunOnFullDiskRunsNothing(t *testing.T) {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", state).CombinedOutput(); err != nil {
 		t.Skipf("mount tmpfs: %v %s", err, out)
 	}
-	defer exec.Command("umount", state).Run()
+	defer unmountSoon(t, state)
 	os.MkdirAll(filepath.Join(state, "runs"), 0o700)
 	os.Chmod(state, 0o700)
 	fill, _ := os.Create(filepath.Join(state, "fill"))

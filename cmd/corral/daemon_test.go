@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/store"
@@ -943,8 +945,27 @@ func smallStateDir(t *testing.T) string {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", state).CombinedOutput(); err != nil {
 		t.Skipf("mount tmpfs: %v %s", err, out)
 	}
-	t.Cleanup(func() { exec.Command("umount", state).Run() })
+	t.Cleanup(func() { unmountSoon(t, state) })
 	return state
+}
+
+// unmountSoon unmounts dir, waiting up to 5 s for what still holds files
+// there (a session's shell dies a moment after its kill) and then
+// detaching it (MNT_DETACH), so that the temporary directory under it can
+// be removed: a busy mount failed the test's cleanup before.
+func unmountSoon(t *testing.T, dir string) {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := unix.Unmount(dir, 0)
+		if err == nil || errors.Is(err, unix.EINVAL) { // EINVAL: not mounted
+			return
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			if derr := unix.Unmount(dir, unix.MNT_DETACH); derr != nil {
+				t.Errorf("unmount %s: %v, then %v", dir, err, derr)
+			}
+			return
+		}
+	}
 }
 
 // fillDisk fills the disk of a smallStateDir with a file, which it names:
