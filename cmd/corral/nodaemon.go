@@ -1,27 +1,29 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/store"
-	"github.com/corral-dev/corral/internal/wire"
 )
 
 // exitNotRunning is the exit status of 'corral daemon status' when no
 // daemon runs, as 'systemctl status' gives for a unit that is not active.
 const exitNotRunning = 3
 
-// daemonListening reports whether a daemon answers on dir's socket: a plain
-// connect, which starts nothing.
+// daemonListening reports whether a daemon answers on dir's socket: a Dial
+// without StartDaemon, which starts nothing.
 func daemonListening(dir string) bool {
-	c, err := net.DialTimeout("unix", wire.SocketPath(dir), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := client.Dial(ctx, dir)
 	if err != nil {
 		return false
 	}
