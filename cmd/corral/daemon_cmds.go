@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -85,6 +83,7 @@ func dial(dir string, start bool) (*client.Client, error) {
 
 func daemonCommand(stdout io.Writer) *cobra.Command {
 	var asJSON bool
+	var ops daemonOps
 	c := &cobra.Command{
 		Use:   "daemon [stop|status]",
 		Short: "Run the corral daemon in the foreground, stop it, or show its status",
@@ -102,7 +101,7 @@ state directory), and the next daemon takes it over.`,
 				if err != nil {
 					return err
 				}
-				return runDaemon(dir)
+				return runDaemon(dir, &ops)
 			}
 			if args[0] != "stop" && args[0] != "status" {
 				return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
@@ -148,11 +147,20 @@ state directory), and the next daemon takes it over.`,
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	ops.register(c.Flags())
 	return c
 }
 
-func runDaemon(dir string) error {
+func runDaemon(dir string, ops *daemonOps) error {
 	iso, err := isolationOf("", false)
+	if err != nil {
+		return err
+	}
+	if err := ops.check(); err != nil {
+		return err
+	}
+	log := ops.logger(os.Stderr)
+	healthLn, err := ops.listenHealth()
 	if err != nil {
 		return err
 	}
@@ -160,7 +168,7 @@ func runDaemon(dir string) error {
 	// must not make the daemon die of a thread it could not create.
 	daemon.ReserveThreads()
 	d, err := server.Open(server.Config{Config: daemon.Config{StateDir: dir, Isolation: iso,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}})
+		Log: log}})
 	if err != nil {
 		code := exitInternal
 		if errors.Is(err, daemon.ErrRunning) {
@@ -168,8 +176,10 @@ func runDaemon(dir string) error {
 		}
 		return &exitError{code: code, msg: err.Error()}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	ctx, hurry, stop := signals()
 	defer stop()
+	d.SetDrain(ops.drain, hurry)
+	defer ops.serveHealth(d, healthLn, log)()
 	if err := d.Serve(ctx); err != nil {
 		return &exitError{code: exitInternal, msg: err.Error()}
 	}
