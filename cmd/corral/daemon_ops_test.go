@@ -38,7 +38,13 @@ type opsDaemon struct {
 // foreground with the given extra flags and waits for its health address.
 func startOpsDaemon(t *testing.T, e *daemonEnv, flags ...string) *opsDaemon {
 	t.Helper()
-	args := append([]string{"daemon", "--health", "127.0.0.1:0", "--log-format", "json"}, flags...)
+	return startDaemonArgs(t, e, append([]string{"daemon", "--health", "127.0.0.1:0", "--log-format", "json"}, flags...))
+}
+
+// startDaemonArgs is startOpsDaemon with the whole command line: it must
+// log JSON and serve its health.
+func startDaemonArgs(t *testing.T, e *daemonEnv, args []string) *opsDaemon {
+	t.Helper()
 	c := cli(t, e.mark, e.state, args...)
 	stderr, err := c.StderrPipe()
 	if err != nil {
