@@ -92,7 +92,14 @@ describe the running one. $CORRAL_ISOLATION (auto, cgroup, pgroup) selects
 how its sessions' shells are contained. Stopping the daemon leaves every
 session running:
 each session's shell holds its own command channel and output (FIFOs in the
-state directory), and the next daemon takes it over.`,
+state directory), and the next daemon takes it over.
+
+On SIGTERM (as systemd, Kubernetes and Nomad stop a service) the daemon
+drains: it takes no new call (a client is told the daemon is stopping),
+lets running commands finish for up to --drain-timeout (a second SIGTERM
+stops waiting), then exits; what still runs goes on in its session.
+--health ADDR serves /healthz, /readyz and Prometheus /metrics for such an
+engine (see deploy/ in the source).`,
 		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: []string{"stop", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -105,6 +112,9 @@ state directory), and the next daemon takes it over.`,
 			}
 			if args[0] != "stop" && args[0] != "status" {
 				return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
+			}
+			if err := opsFlagsUnused(cmd.Flags(), args[0]); err != nil {
+				return err
 			}
 			if dir, err := stateDir(); err == nil && !daemonListening(dir) {
 				return noDaemon(args[0], asJSON, dir, stdout)

@@ -37,6 +37,17 @@ func (o *daemonOps) register(fl *pflag.FlagSet) {
 	durationFlag(fl, &o.drain, "drain-timeout", defaultDrain, "on SIGTERM, how long running commands may finish before the daemon exits (a second SIGTERM stops waiting)")
 }
 
+// opsFlagsUnused refuses the flags of a running daemon on `daemon stop`
+// or `daemon status`, which would ignore them.
+func opsFlagsUnused(fl *pflag.FlagSet, verb string) error {
+	for _, name := range []string{"health", "log-format", "drain-timeout"} {
+		if fl.Changed(name) {
+			return usageErr("daemon %s: --%s is for running the daemon (corral daemon --%s ...), not for %s", verb, name, name, verb)
+		}
+	}
+	return nil
+}
+
 // check refuses what the daemon cannot start with, before it opens
 // anything.
 func (o *daemonOps) check() error {
