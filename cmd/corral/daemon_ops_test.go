@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corral-dev/corral/internal/testproc"
 )
 
 // opsDaemon is a `corral daemon --health 127.0.0.1:0 --log-format json`
@@ -484,4 +486,30 @@ func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// TestDaemonMetricsCountReapedOrphans: a tree whose corral was SIGKILLed
+// is reaped by the next daemon's start-up recovery, and /metrics counts it.
+func TestDaemonMetricsCountReapedOrphans(t *testing.T) {
+	e := newDaemonEnv(t)
+	tree := startOrphan(t, e.mark, e.state, "auto")
+	d := startOpsDaemon(t, e)
+	await(t, 20*time.Second, "the orphaned tree was not reaped:\n"+d.log(), func() bool {
+		for _, pid := range tree {
+			if testproc.Alive(pid) {
+				return false
+			}
+		}
+		return true
+	})
+	await(t, 5*time.Second, "readyz never 200", func() bool {
+		code, _ := d.get("/readyz")
+		return code == 200
+	})
+	if m := d.metrics(); m["corral_orphans_reaped_total"] != 1 {
+		t.Errorf("corral_orphans_reaped_total = %v after reaping the tree %v", m["corral_orphans_reaped_total"], tree)
+	}
+	if !d.logged("orphaned tree killed") {
+		t.Errorf("no orphaned tree killed line:\n%s", d.log())
+	}
 }
