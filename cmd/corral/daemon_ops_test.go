@@ -235,9 +235,11 @@ func TestDaemonHealthMetricsJSONLog(t *testing.T) {
 	if code, body := d.get("/healthz"); code != 200 || !strings.Contains(body, `"alive":true`) {
 		t.Fatalf("healthz: %d %s", code, body)
 	}
-	if code, body := d.get("/readyz"); code != 200 || !strings.Contains(body, `"ready":true`) {
-		t.Fatalf("readyz: %d %s", code, body)
-	}
+	// Its health is served from before Serve accepts: ready soon after.
+	await(t, 10*time.Second, "readyz never 200", func() bool {
+		code, body := d.get("/readyz")
+		return code == 200 && strings.Contains(body, `"ready":true`)
+	})
 	if code, _ := d.get("/nothing"); code != 404 {
 		t.Errorf("an unknown path: %d, want 404", code)
 	}

@@ -166,8 +166,7 @@ func (s *Server) shutdown(bound time.Duration, hurry <-chan struct{}, drain bool
 		}
 		s.mu.Unlock()
 		if !drain {
-			s.lis.Close()
-			s.accept.Wait()
+			s.lis.Close() // a stop call: the socket refuses at once
 		}
 		drained := s.drainCalls(bound, hurry, drain)
 		s.lis.Close()
