@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -94,6 +92,7 @@ func dial(dir string, start bool) (*client.Client, error) {
 func daemonCommand(stdout io.Writer) *cobra.Command {
 	var asJSON bool
 	var listen string
+	var ops daemonOps
 	c := &cobra.Command{
 		Use:   "daemon [stop|status]",
 		Short: "Run the corral daemon in the foreground, stop it, or show its status",
@@ -115,7 +114,14 @@ that goes away has its command's tree stopped; a peer that vanishes (a
 cable cut) is noticed within 10s. The unix socket keeps serving beside it.
 
 daemon status and daemon stop take --host HOST:PORT --tls DIR to reach a
-remote daemon.`,
+remote daemon.
+
+On SIGTERM (as systemd, Kubernetes and Nomad stop a service) the daemon
+drains: it takes no new call (a client is told the daemon is stopping),
+lets running commands finish for up to --drain-timeout (a second SIGTERM
+stops waiting), then exits; what still runs goes on in its session.
+--health ADDR serves /healthz, /readyz and Prometheus /metrics for such an
+engine (see deploy/ in the source).`,
 		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: []string{"stop", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -133,10 +139,13 @@ remote daemon.`,
 				if err != nil {
 					return err
 				}
-				return runDaemon(dir, listen, target.tlsDir)
+				return runDaemon(dir, listen, target.tlsDir, &ops)
 			}
 			if args[0] != "stop" && args[0] != "status" {
 				return usageErr("daemon: unknown argument %q (want stop or status)", args[0])
+			}
+			if err := opsFlagsUnused(cmd.Flags(), args[0]); err != nil {
+				return err
 			}
 			if listen != "" {
 				return usageErr("daemon %s: --listen is for running the daemon (corral daemon --listen HOST:PORT --tls DIR)", args[0])
@@ -194,11 +203,20 @@ remote daemon.`,
 	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
 	c.Flags().StringVar(&listen, "listen", "", "also serve remote clients on HOST:PORT over TLS with client certificates (needs --tls DIR)")
 	addTargetFlags(c)
+	ops.register(c.Flags())
 	return c
 }
 
-func runDaemon(dir, listen, tlsDir string) error {
+func runDaemon(dir, listen, tlsDir string, ops *daemonOps) error {
 	iso, err := isolationOf("", false)
+	if err != nil {
+		return err
+	}
+	if err := ops.check(); err != nil {
+		return err
+	}
+	log := ops.logger(os.Stderr)
+	healthLn, err := ops.listenHealth()
 	if err != nil {
 		return err
 	}
@@ -206,7 +224,7 @@ func runDaemon(dir, listen, tlsDir string) error {
 	// must not make the daemon die of a thread it could not create.
 	daemon.ReserveThreads()
 	d, err := server.Open(server.Config{Config: daemon.Config{StateDir: dir, Isolation: iso,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, nil))}, Listen: listen, TLSDir: tlsDir})
+		Log: log}, Listen: listen, TLSDir: tlsDir})
 	if err != nil {
 		code := exitInternal
 		if errors.Is(err, daemon.ErrRunning) {
@@ -214,8 +232,10 @@ func runDaemon(dir, listen, tlsDir string) error {
 		}
 		return &exitError{code: code, msg: err.Error()}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	ctx, hurry, stop := signals()
 	defer stop()
+	d.SetDrain(ops.drain, hurry)
+	defer ops.serveHealth(d, healthLn, log)()
 	if err := d.Serve(ctx); err != nil {
 		return &exitError{code: exitInternal, msg: err.Error()}
 	}

@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-dev/corral"
@@ -77,6 +78,8 @@ type Daemon struct {
 	stopReq sync.Once // closes stopped
 	uid     int       // the only peer uid served
 	began   bool      // Start ran: the pid file is this daemon's
+
+	reaped atomic.Int64 // orphaned trees reapRuns killed (see health.go)
 
 	recording sync.Mutex // one recordState at a time; taken before mu
 
@@ -1028,6 +1031,7 @@ func (d *Daemon) reapRuns() {
 	for _, r := range reaped {
 		switch r.Action {
 		case record.Killed:
+			d.reaped.Add(1)
 			d.cfg.Log.Info("orphaned tree killed", "id", r.Record.ID, "argv", r.Record.Argv, "pids", r.Pids)
 		case record.Failed:
 			d.cfg.Log.Error("cannot reap an orphaned tree", "id", r.Record.ID, "argv", r.Record.Argv, "err", r.Error)

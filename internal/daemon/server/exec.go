@@ -140,6 +140,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	go x.receive()
 
 	res, err := s.d.Exec(ctx, peer, req)
+	s.count(e.Oneshot, res, err)
 	close(x.done)
 	if stdin != nil {
 		stdin.CloseWithError(io.ErrClosedPipe) // the writer drops what is left

@@ -63,6 +63,8 @@ type Server struct {
 	conned sync.WaitGroup // connection goroutines
 	accept sync.WaitGroup // the accept loop
 	once   sync.Once
+
+	ops ops // health, metrics and drain: health.go, drain.go
 }
 
 // conn is one client connection; busy while a call runs on it (guarded by
@@ -130,6 +132,7 @@ func Open(cfg Config) (*Server, error) {
 	if s.stall <= 0 {
 		s.stall = DefaultSendStall
 	}
+	s.watchRecovery()
 	d.Start()
 	return s, nil
 }
@@ -176,21 +179,25 @@ func (s *Server) Serve(ctx context.Context) error {
 			go s.serveConn(nc)
 		}
 	}()
+	s.ops.serving.Store(true)
 	select {
 	case <-ctx.Done():
+		s.shutdown(s.drainBound(), s.ops.hurry, true)
 	case <-s.d.StopRequested():
+		s.shutdown(stopBound, nil, false)
 	}
-	s.shutdown()
 	return nil
 }
 
-// shutdown stops serving: it stops accepting and closes idle connections,
-// lets calls under way finish within stopBound, then has the core let
+// shutdown stops serving: it closes idle connections and refuses new
+// calls, stops accepting (a drain first tells the connections made
+// meanwhile that the daemon stops: drain.go), lets calls under way finish
+// within bound (or until hurry is closed), then has the core let
 // every session go without stopping its shell (a command still running
 // goes on; its caller gets an error) and end its oneshots, lets the last
 // results reach their clients within flushBound, closes what is left, and
 // closes the core. It kills nothing and purges no record.
-func (s *Server) shutdown() {
+func (s *Server) shutdown(bound time.Duration, hurry <-chan struct{}, drain bool) {
 	s.once.Do(func() {
 		s.mu.Lock()
 		s.stopping = true
@@ -200,12 +207,16 @@ func (s *Server) shutdown() {
 			}
 		}
 		s.mu.Unlock()
+		if !drain {
+			s.lis.Close() // a stop call: the socket refuses at once
+		}
+		drained := s.drainCalls(bound, hurry, drain)
 		s.lis.Close()
 		if s.remote != nil {
 			s.remote.lis.Close()
 		}
 		s.accept.Wait()
-		if !waitFor(&s.calls, stopBound) {
+		if !drained {
 			// Let go first: a call cut off now must not be taken as its
 			// command's cancellation.
 			s.d.Release()
@@ -282,6 +293,11 @@ func (s *Server) register(nc net.Conn, fn func(*conn)) bool {
 		s.mu.Unlock()
 	}()
 	if stopping {
+		if _, remote := nc.(*net.TCPConn); !remote {
+			// (A remote client is still in its TLS handshake here: a
+			// plaintext frame would garble it; it sees the close.)
+			s.refuseStopping(nc)
+		}
 		return false
 	}
 	fn(c)
