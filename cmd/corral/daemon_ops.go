@@ -33,6 +33,7 @@ const defaultDrain = 30 * time.Second
 
 func (o *daemonOps) register(fl *pflag.FlagSet) {
 	fl.StringVar(&o.health, "health", "", "serve /healthz, /readyz and /metrics over HTTP on this address (HOST:PORT, or PORT for 127.0.0.1:PORT)")
+	fl.StringVar(&o.health, "metrics", "", "the same as --health (the name Prometheus users look for)")
 	fl.StringVar(&o.logFormat, "log-format", "text", "the daemon's log lines on stderr: text, or json (one JSON object a line)")
 	durationFlag(fl, &o.drain, "drain-timeout", defaultDrain, "on SIGTERM, how long running commands may finish before the daemon exits (a second SIGTERM stops waiting)")
 }
@@ -40,7 +41,7 @@ func (o *daemonOps) register(fl *pflag.FlagSet) {
 // opsFlagsUnused refuses the flags of a running daemon on `daemon stop`
 // or `daemon status`, which would ignore them.
 func opsFlagsUnused(fl *pflag.FlagSet, verb string) error {
-	for _, name := range []string{"health", "log-format", "drain-timeout"} {
+	for _, name := range []string{"health", "metrics", "log-format", "drain-timeout"} {
 		if fl.Changed(name) {
 			return usageErr("daemon %s: --%s is for running the daemon (corral daemon --%s ...), not for %s", verb, name, name, verb)
 		}
