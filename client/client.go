@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -93,7 +94,7 @@ type Client struct {
 	stateDir string // "" when the target was a socket
 	addr     string // a remote daemon's HOST:PORT, "" for a local one
 	tlsConf  *tls.Config
-	pid      int // the daemon's, from its Welcome
+	pid      atomic.Int64 // the daemon's, from its last Welcome (connections are made concurrently)
 
 	// mu guards the fields that follow.
 	mu     sync.Mutex
@@ -294,7 +295,7 @@ func (c *Client) connect(ctx context.Context) (*wire.Conn, error) {
 		if err := wire.Decode(b, &w); err != nil {
 			return fail(err)
 		}
-		c.pid = w.Pid
+		c.pid.Store(int64(w.Pid))
 	case wire.FrameError:
 		return fail(decodeError(b))
 	default:
@@ -387,7 +388,7 @@ func (c *Client) Close() error {
 }
 
 // DaemonPid is the pid of the daemon as it said at the handshake.
-func (c *Client) DaemonPid() int { return c.pid }
+func (c *Client) DaemonPid() int { return int(c.pid.Load()) }
 
 // call makes one call that ends with a reply decoded into out.
 func (c *Client) call(ctx context.Context, call wire.Call, out any) error {
