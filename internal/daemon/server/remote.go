@@ -155,37 +155,19 @@ func (s *Server) Addr() net.Addr {
 func (s *Server) acceptRemote(ctx context.Context) {
 	defer s.accept.Done()
 	r := s.remote
-	var backoff time.Duration
-	for {
-		nc, err := r.lis.Accept()
-		if errors.Is(err, net.ErrClosed) {
-			return
-		}
-		if err != nil {
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.cfg.Log.Warn("cannot accept a remote connection; trying again", "err", err, "in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-				return
-			case <-s.d.StopRequested():
-				return
-			}
-			continue
-		}
-		backoff = 0
+	s.acceptEach(ctx, r.lis, "a remote connection", func(nc net.Conn) {
 		hs, refusal := r.startHandshake(nc.RemoteAddr())
 		if refusal != "" {
 			s.refused(nc.RemoteAddr(), refusal, nil)
 			nc.Close()
-			continue
+			return
 		}
 		if err := setUserTimeout(nc, userTimeout); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 			s.cfg.Log.Warn("cannot bound the time to notice a dead peer (TCP_USER_TIMEOUT); keepalive alone applies", "remote", nc.RemoteAddr().String(), "err", err)
 		}
 		s.conned.Add(1)
 		go s.serveRemote(nc, hs)
-	}
+	})
 }
 
 // stillValid checks a TLS connection's client certificate again before a

@@ -152,32 +152,10 @@ func (s *Server) Serve(ctx context.Context) error {
 	s.accept.Add(1)
 	go func() {
 		defer s.accept.Done()
-		var backoff time.Duration
-		for {
-			nc, err := s.lis.Accept()
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			if err != nil {
-				// Out of descriptors or memory, say: this daemon's own
-				// shortage, which a connection closing (or a take-over
-				// given up) ends. Wait a little and accept again, as
-				// net/http does.
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.cfg.Log.Warn("cannot accept a connection; trying again", "err", err, "in", backoff)
-				select {
-				case <-time.After(backoff):
-				case <-ctx.Done():
-					return
-				case <-s.d.StopRequested():
-					return
-				}
-				continue
-			}
-			backoff = 0
+		s.acceptEach(ctx, s.lis, "a connection", func(nc net.Conn) {
 			s.conned.Add(1)
 			go s.serveConn(nc)
-		}
+		})
 	}()
 	s.ops.serving.Store(true)
 	select {
@@ -187,6 +165,35 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.shutdown(stopBound, nil, false)
 	}
 	return nil
+}
+
+// acceptEach accepts connections on lis until it is closed (or the
+// server stops), handing each to handle. An Accept that fails otherwise
+// (out of descriptors or memory, say: this daemon's own shortage, which a
+// connection closing or a take-over given up ends) is retried after a
+// growing pause, as net/http does; what names the connection in the log.
+func (s *Server) acceptEach(ctx context.Context, lis net.Listener, what string, handle func(net.Conn)) {
+	var backoff time.Duration
+	for {
+		nc, err := lis.Accept()
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.cfg.Log.Warn("cannot accept "+what+"; trying again", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			case <-s.d.StopRequested():
+				return
+			}
+			continue
+		}
+		backoff = 0
+		handle(nc)
+	}
 }
 
 // shutdown stops serving: it closes idle connections and refuses new
