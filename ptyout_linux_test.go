@@ -1,10 +1,8 @@
 package corral
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +25,7 @@ func TestOutputTTY(t *testing.T) {
 	defer s0.Close()
 	pty.Setsize(m0, &pty.Winsize{Rows: 33, Cols: 77})
 
-	var out lockedBuffer // read while the relay writes
+	var out testproc.Buffer // read while the relay writes
 	resize := make(chan struct{}, 1)
 	c := Command("/bin/sh", "-c", `[ -t 1 ] && echo out-tty; [ -t 2 ] && echo err-tty >&2; first=$(stty size <&2); echo "$first"
 echo ready; i=0; while [ $i -lt 200 ]; do now=$(stty size <&2); [ "$now" != "$first" ] && { echo "$now"; exit 0; }; sleep 0.05; i=$((i+1)); done; exit 9`)
@@ -50,21 +48,4 @@ echo ready; i=0; while [ $i -lt 200 ]; do now=$(stty size <&2); [ "$now" != "$fi
 	if res.StdoutBytes != int64(len(want)) {
 		t.Fatalf("counted %d bytes, want %d", res.StdoutBytes, len(want))
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -69,7 +69,7 @@ func TestDaemonSurvivesASessionThatUsesUpPids(t *testing.T) {
 	})
 
 	state := t.TempDir()
-	var logb syncBuffer
+	var logb testproc.Buffer
 	stop := runDaemon(t, daemon.Config{StateDir: state, Isolation: "cgroup", Log: slog.New(slog.NewTextHandler(&logb, nil))})
 	c, err := client.Dial(context.Background(), state)
 	if err != nil {

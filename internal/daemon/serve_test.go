@@ -1,9 +1,7 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
-	"sync"
 	"testing"
 
 	"github.com/corral-dev/corral/internal/daemon"
@@ -22,22 +20,4 @@ func runDaemon(t *testing.T, cfg daemon.Config) (stop func()) {
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx) }()
 	return func() { cancel(); <-served }
-}
-
-// syncBuffer is a log sink safe for the daemon's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

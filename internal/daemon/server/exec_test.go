@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +19,6 @@ import (
 	"github.com/corral-dev/corral/internal/testproc"
 	"github.com/corral-dev/corral/internal/wire"
 )
-
-// syncBuffer is a log sink safe for the daemon's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // runDaemon serves a daemon in this process on cfg.StateDir until the
 // returned stop, which returns once Serve has.
@@ -102,7 +83,7 @@ func rawConn(t *testing.T, state string) *wire.Conn {
 // Before the bound, the second client waited out its own deadline.
 func TestExecClientThatNeverReads(t *testing.T) {
 	mark := testproc.Guard(t, 90*time.Second)
-	var log syncBuffer
+	var log testproc.Buffer
 	const stall = 2 * time.Second
 	state := t.TempDir()
 	c := serveDaemon(t, server.Config{Config: daemon.Config{StateDir: state, Log: slog.New(slog.NewTextHandler(&log, nil))}, SendStall: stall})

@@ -26,7 +26,7 @@ import (
 // daemon is stopping and the running command finishes with its output.
 func TestHealthAcrossServeAndDrain(t *testing.T) {
 	mark := testproc.Guard(t, 90*time.Second)
-	var logs syncBuffer
+	var logs testproc.Buffer
 	cfg := server.Config{Config: daemon.Config{StateDir: t.TempDir(), Log: slog.New(slog.NewJSONHandler(&logs, nil))}}
 	s, err := server.Open(cfg)
 	if err != nil {

@@ -29,12 +29,12 @@ import (
 // TCP (loopback) with the TLS credentials of a fresh CA.
 type remoteDaemon struct {
 	state, ca, addr string
-	log             *syncBuffer
+	log             *testproc.Buffer
 }
 
 func serveRemote(t testing.TB) *remoteDaemon {
 	t.Helper()
-	r := &remoteDaemon{state: t.TempDir(), ca: filepath.Join(t.TempDir(), "ca"), log: &syncBuffer{}}
+	r := &remoteDaemon{state: t.TempDir(), ca: filepath.Join(t.TempDir(), "ca"), log: &testproc.Buffer{}}
 	if err := tlsdir.Init(r.ca, tlsdir.InitOptions{Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
