@@ -7,9 +7,8 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/term"
 )
 
 // outputTTY gives the command a terminal of its own for its output when
@@ -23,8 +22,8 @@ func outputTTY(cmd *corral.Cmd, stdout io.Writer) (stop func()) {
 	if !ok {
 		return func() {}
 	}
-	if _, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS); err != nil {
-		return func() {} // not a terminal
+	if !term.IsTerminal(f) {
+		return func() {}
 	}
 	resize := make(chan struct{}, 1)
 	cmd.OutputTTY, cmd.OutputTTYResize = f, resize

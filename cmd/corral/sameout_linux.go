@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/corral-dev/corral/internal/term"
 )
 
 // merged returns stdout for both streams when they are one place: one
@@ -39,10 +41,5 @@ func oneOpenFile(a, b *os.File) bool {
 		return false
 	}
 	return sa.Mode&unix.S_IFMT == unix.S_IFCHR && sb.Mode&unix.S_IFMT == unix.S_IFCHR &&
-		sa.Rdev == sb.Rdev && isTerminal(a)
-}
-
-func isTerminal(f *os.File) bool {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+		sa.Rdev == sb.Rdev && term.IsTerminal(a)
 }
