@@ -125,7 +125,7 @@ func serveMCPHTTP(ctx context.Context, s *mcpserver.Server, dir, addr string, st
 	m := s.NewMCP()
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m }, nil)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", bearer(token, h))
+	mux.Handle("/mcp", bearer(token, cancelWhenGone(h)))
 	// Any local user can reach a loopback port: a refused request's
 	// connection is closed (bearer), an idle one goes after a minute, a
 	// request gets 5 s for its headers, and at most mcpMaxConns

@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,4 +156,50 @@ func TestMCPInspectorStdio(t *testing.T) {
 	if r["isError"] != true {
 		t.Errorf("negative timeout through the inspector: %v", r)
 	}
+}
+
+// TestMCPInspectorHTTPGone: the official inspector, a client no one here
+// wrote, calls exec over streamable HTTP and is killed while the command
+// runs: the call's answer can never be delivered, so its tree is stopped.
+func TestMCPInspectorHTTPGone(t *testing.T) {
+	bin := inspector(t)
+	e := newDaemonEnv(t)
+	url, token := mcpHTTP(t, e)
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	c := cli(t, e.mark, e.state)
+	c.Path = bin
+	c.Args = []string{bin, "--cli", url, "--transport", "http", "--header", "Authorization: Bearer " + token,
+		"--method", "tools/call", "--tool-name", "exec", "--tool-arg", "session=gone",
+		"--tool-arg", "command=for i in 1 2 3 4 5; do sleep 300 & echo $! >> " + pidFile + "; done; echo ready >> " + pidFile + ".ready; wait"}
+	// The inspector's node may start another node: its own group, killed
+	// as a group (ours) below.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- c.Wait() }()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(pidFile + ".ready"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			<-waited
+			t.Fatal("the inspector's command did not start in 60 s")
+		}
+	}
+	b, _ := os.ReadFile(pidFile)
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		p, _ := strconv.Atoi(f)
+		pids = append(pids, p)
+	}
+	killed := time.Now()
+	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	<-waited
+	if !waitAllGone(pids, 10*time.Second) {
+		t.Fatalf("the inspector was killed; its command's tree %v runs on after 10 s", pids)
+	}
+	t.Logf("inspector killed -> tree gone in %v", time.Since(killed).Round(time.Millisecond))
 }
