@@ -1,0 +1,132 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestExecCarriesBytes: shell code, environment entries (names and
+// values) and working directories are bytes, and corral exec carries them
+// exactly. Before, a Latin-1 byte in any of them made every call fail
+// (with gRPC: 125 "string field contains invalid UTF-8"; then a usage
+// error refusing the call), even to an existing session.
+func TestExecCarriesBytes(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := filepath.Join(t.TempDir(), "caf\xe9")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	run := func(env []string, cwd string, args ...string) (string, string, int) {
+		t.Helper()
+		c := cli(t, e.mark, e.state, args...)
+		c.Env = append(c.Env, env...)
+		c.Dir = cwd
+		return runCaptured(c)
+	}
+	for _, tc := range []struct {
+		name string
+		env  []string
+		cwd  string
+		args []string
+		want string
+	}{
+		{"the command", nil, "", []string{"exec", "-s", "s", "--", "printf '\xe9\\n'"}, "\xe9\n"},
+		{"words of a command", nil, "", []string{"exec", "-s", "s", "--", "printf", "[%s]", "caf\xe9", "\xff"}, "[caf\xe9][\xff]"},
+		{"an environment value", []string{"BADV=a\xffb"}, "", []string{"exec", "-s", "v", "--", `printf %s "$BADV"`}, "a\xffb"},
+		{"an environment name", []string{"N\xe9=v\xe9"}, "", []string{"exec", "-s", "n", "--", "env | LC_ALL=C grep -a '^N\xe9='"}, "N\xe9=v\xe9\n"},
+		{"the client's cwd", nil, dir, []string{"exec", "-s", "d", "--", "pwd"}, dir + "\n"},
+		{"--cwd", nil, "", []string{"exec", "-s", "s", "--cwd", dir, "--", "pwd"}, dir + "\n"},
+		{"a oneshot", []string{"BADV=\xe9"}, dir, []string{"exec", "--oneshot", "--", `printf '%s \xe9 ' "$BADV"; pwd`}, "\xe9 \xe9 " + dir + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errs, rc := run(tc.env, tc.cwd, tc.args...)
+			if rc != 0 || out != tc.want {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %q", rc, out, errs, tc.want)
+			}
+		})
+	}
+	// A cwd that cannot be entered: the reason names it, exactly.
+	_, errs, rc := run(nil, "", "exec", "-s", "s", "--cwd", dir+"/gone\xff", "--", "true")
+	if rc != 125 || !strings.Contains(errs, dir+"/gone\xff") {
+		t.Errorf("a missing cwd: exit %d, stderr %q", rc, errs)
+	}
+
+	// ls shows such a cwd: as text, and in JSON as a string with U+FFFD
+	// and cwd_bytes, the exact bytes (base64).
+	out, errs, rc := run(nil, "", "ls", "--json")
+	var list []struct {
+		Name     string `json:"name"`
+		Cwd      string `json:"cwd"`
+		CwdBytes []byte `json:"cwd_bytes"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil || rc != 0 {
+		t.Fatalf("ls --json: %v %d %q %q", err, rc, out, errs)
+	}
+	seen := 0
+	for _, s := range list {
+		switch s.Name {
+		case "d", "s":
+			seen++
+			if string(s.CwdBytes) != dir || s.Cwd != strings.ToValidUTF8(dir, "\ufffd") {
+				t.Errorf("ls --json %s: cwd %q cwd_bytes %q, want %q", s.Name, s.Cwd, s.CwdBytes, dir)
+			}
+		case "v":
+			seen++
+			if s.CwdBytes != nil {
+				t.Errorf("ls --json %s: cwd_bytes %q for a UTF-8 cwd", s.Name, s.CwdBytes)
+			}
+		}
+	}
+	if seen != 3 || !strings.Contains(out, `"cwd_bytes":"`+base64.StdEncoding.EncodeToString([]byte(dir))+`"`) {
+		t.Errorf("ls --json: %s", out)
+	}
+	if out, _, _ := run(nil, "", "ls"); !strings.Contains(out, dir) {
+		t.Errorf("ls: %q", out)
+	}
+}
+
+// TestSessionBytesSurvive: a session whose cwd and exported environment
+// are not UTF-8 keeps them across a take-over (the daemon SIGKILLed, the
+// next one takes the live shell over) and across a reboot (the shell gone
+// too: the next shell starts from the record). Before schema 4 the record
+// held them replaced with U+FFFD: the session came back in / (the
+// replaced cwd does not exist), its variables changed, and nothing said
+// so.
+func TestSessionBytesSurvive(t *testing.T) {
+	e := newDaemonEnv(t)
+	dir := filepath.Join(t.TempDir(), "d\xe9j\xe0")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, rc := e.exec("s", "cd '"+dir+"'; export LAT=caf\xe9 RAW=$(printf '\\377\\376'); L=local"); rc != 0 {
+		t.Fatal("first command failed")
+	}
+	want := dir + "|caf\xe9|\xff\xfe\n"
+	check := func(when string) {
+		t.Helper()
+		if out, rc := e.exec("s", `printf '%s|%s|%s\n' "$PWD" "$LAT" "$RAW"`); rc != 0 || out != want {
+			t.Fatalf("%s: %q %d, want %q", when, out, rc, want)
+		}
+	}
+	check("in the live shell")
+	e.killDaemon()
+	check("after a take-over")
+	pid := e.ls()["s"].ShellPid
+	e.run("daemon", "stop")
+	syscall.Kill(pid, syscall.SIGKILL) // ours: recorded by our daemon
+	if !waitGone(pid, 5*time.Second) {
+		t.Fatal("the shell did not die")
+	}
+	check("after a reboot (the shell restarted from the record)")
+	if out, _ := e.exec("s", `echo "${L:-unset}"`); out != "unset\n" {
+		t.Fatalf("not a fresh shell: %q", out)
+	}
+}
