@@ -53,6 +53,10 @@ func TestExecCarriesBytes(t *testing.T) {
 			}
 		})
 	}
+	// --oneshot with a session name was silently run outside the session.
+	if _, errs, rc := run(nil, "", "exec", "--oneshot", "-s", "s", "--", "true"); rc != 2 || !strings.Contains(errs, "takes no -s NAME") {
+		t.Errorf("--oneshot -s: exit %d, stderr %q", rc, errs)
+	}
 	// A cwd that cannot be entered: the reason names it, exactly.
 	_, errs, rc := run(nil, "", "exec", "-s", "s", "--cwd", dir+"/gone\xff", "--", "true")
 	if rc != 125 || !strings.Contains(errs, dir+"/gone\xff") {
