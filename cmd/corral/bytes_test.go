@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/corral-dev/corral/internal/testproc"
 )
 
 // TestExecCarriesBytes: shell code, environment entries (names and
@@ -58,9 +60,18 @@ func TestExecCarriesBytes(t *testing.T) {
 		t.Errorf("--oneshot -s: exit %d, stderr %q", rc, errs)
 	}
 	// A cwd that cannot be entered: the reason names it, exactly.
-	_, errs, rc := run(nil, "", "exec", "-s", "s", "--cwd", dir+"/gone\xff", "--", "true")
+	resFile := filepath.Join(t.TempDir(), "r.json")
+	_, errs, rc := run(nil, "", "exec", "-s", "s", "--result", resFile, "--cwd", dir+"/gone\xff", "--", "true")
 	if rc != 125 || !strings.Contains(errs, dir+"/gone\xff") {
 		t.Errorf("a missing cwd: exit %d, stderr %q", rc, errs)
+	}
+	var res struct {
+		Error      string `json:"error"`
+		ErrorBytes []byte `json:"error_bytes"`
+	}
+	if b, _ := os.ReadFile(resFile); json.Unmarshal(b, &res) != nil || !strings.Contains(string(res.ErrorBytes), dir+"/gone\xff") ||
+		!strings.Contains(res.Error, "gone\ufffd") {
+		t.Errorf("--result of a missing cwd: %s", b)
 	}
 
 	// ls shows such a cwd: as text, and in JSON as a string with U+FFFD
@@ -132,5 +143,57 @@ func TestSessionBytesSurvive(t *testing.T) {
 	check("after a reboot (the shell restarted from the record)")
 	if out, _ := e.exec("s", `echo "${L:-unset}"`); out != "unset\n" {
 		t.Fatalf("not a fresh shell: %q", out)
+	}
+}
+
+// TestRunCarriesBytes: corral run passes words and environment that are
+// not UTF-8 exactly (it never refused them), its record names the command
+// exactly (argv_bytes: reap --json showed U+FFFD for a command that never
+// ran so), and a --result whose error names such a path has error_bytes
+// beside the replaced text.
+func TestRunCarriesBytes(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	state := t.TempDir()
+	c := cli(t, mark, state, "run", "--", "sh", "-c", `printf '%s|%s\n' "$0" "$X"; sleep 60`, "caf\xe9")
+	c.Env = append(c.Env, "X=\xff")
+	out, _ := c.StdoutPipe()
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := make([]byte, 64)
+	n, _ := out.Read(line)
+	if got := string(line[:n]); got != "caf\xe9|\xff\n" {
+		t.Errorf("the command saw %q", got)
+	}
+	c.Process.Kill() // corral itself: its record is left for reap
+	c.Wait()
+	b, err := cli(t, mark, state, "reap", "--json").Output()
+	var rep struct {
+		Trees []struct {
+			Action string `json:"action"`
+			Record struct {
+				Argv      []string          `json:"argv"`
+				ArgvBytes map[string][]byte `json:"argv_bytes"`
+			} `json:"record"`
+		} `json:"trees"`
+	}
+	if err != nil || json.Unmarshal(b, &rep) != nil || len(rep.Trees) != 1 || rep.Trees[0].Action != "killed" {
+		t.Fatalf("reap: %v %s", err, b)
+	}
+	if r := rep.Trees[0].Record; len(r.Argv) != 4 || string(r.ArgvBytes["3"]) != "caf\xe9" || r.Argv[3] != "caf\ufffd" {
+		t.Errorf("the record's argv %q, argv_bytes %q", r.Argv, r.ArgvBytes)
+	}
+	if left := testproc.Survivors(mark); len(left) > 0 {
+		t.Fatalf("reap left %v", left)
+	}
+	res := filepath.Join(t.TempDir(), "r.json")
+	runCaptured(cli(t, mark, state, "run", "--result", res, "--", "/nonexistent/\xe9"))
+	b, _ = os.ReadFile(res)
+	var r struct {
+		Error      string `json:"error"`
+		ErrorBytes []byte `json:"error_bytes"`
+	}
+	if json.Unmarshal(b, &r) != nil || !strings.Contains(string(r.ErrorBytes), "/nonexistent/\xe9") || !strings.Contains(r.Error, "/nonexistent/\ufffd") {
+		t.Errorf("--result: %s", b)
 	}
 }
