@@ -6,6 +6,12 @@
 //	c, err := client.Dial(ctx, "", client.StartDaemon("")) // the default state directory; start corral on demand
 //	res, err := c.Exec(ctx, "build", "make -j8", client.ExecOptions{Stdout: os.Stdout})
 //
+// Shell code, environments, directories and a session's cwd are bytes,
+// as on Unix, and are carried exactly, UTF-8 or not (protocol 2: see
+// internal/wire); to a daemon too old for that, Exec refuses code,
+// environment or paths that are not UTF-8 (ErrBadRequest) rather than
+// have them run changed.
+//
 // The API has no transport types; errors say what happened through the
 // sentinels below (errors.Is): ErrNotFound, ErrSessionClosed,
 // ErrDaemonStopping, ErrBroken, ErrStateNotSaved, ErrLost, and the rest.

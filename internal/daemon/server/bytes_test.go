@@ -128,5 +128,9 @@ func TestAttackBytes(t *testing.T) {
 	if err != nil || typ != wire.FrameReply || wire.Decode(b, &ss) != nil || len(ss.Sessions) != 1 || ss.Sessions[0].CwdText() != filepath.Dir(dir) {
 		t.Errorf("list: %q %s %v", typ, b, err)
 	}
+	// A Hello with such bytes is refused, saying what it got.
+	nc := dialRaw(t, state)
+	nc.Write(frame(wire.FrameHello, []byte("{\"protocol\":\"corr\xe9l\",\"versions\":[1,2]}")))
+	expectError(t, wire.NewConn(nc), wire.KindVersion, "not a corral client")
 	wellBehaved(t, state, env)
 }
