@@ -26,6 +26,10 @@ func TestExecCarriesBytes(t *testing.T) {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
+	codeFile := filepath.Join(t.TempDir(), "code.sh")
+	if err := os.WriteFile(codeFile, []byte("printf '%s\\n' '\xe9\xff'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	run := func(env []string, cwd string, args ...string) (string, string, int) {
 		t.Helper()
 		c := cli(t, e.mark, e.state, args...)
@@ -46,6 +50,8 @@ func TestExecCarriesBytes(t *testing.T) {
 		{"an environment name", []string{"N\xe9=v\xe9"}, "", []string{"exec", "-s", "n", "--", "env | LC_ALL=C grep -a '^N\xe9='"}, "N\xe9=v\xe9\n"},
 		{"the client's cwd", nil, dir, []string{"exec", "-s", "d", "--", "pwd"}, dir + "\n"},
 		{"--cwd", nil, "", []string{"exec", "-s", "s", "--cwd", dir, "--", "pwd"}, dir + "\n"},
+		{"--env", nil, "", []string{"exec", "--oneshot", "--env", "E\xe9=\xfe", "--", "env | LC_ALL=C grep -a '^E\xe9='"}, "E\xe9=\xfe\n"},
+		{"--file", nil, "", []string{"exec", "-s", "s", "-f", codeFile}, "\xe9\xff\n"},
 		{"a oneshot", []string{"BADV=\xe9"}, dir, []string{"exec", "--oneshot", "--", `printf '%s \xe9 ' "$BADV"; pwd`}, "\xe9 \xe9 " + dir + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
