@@ -6,6 +6,12 @@
 //	c, err := client.Dial(ctx, "", client.StartDaemon("")) // the default state directory; start corral on demand
 //	res, err := c.Exec(ctx, "build", "make -j8", client.ExecOptions{Stdout: os.Stdout})
 //
+// Shell code, environments, directories and a session's cwd are bytes,
+// as on Unix, and are carried exactly, UTF-8 or not (protocol 2: see
+// internal/wire); to a daemon too old for that, Exec refuses code,
+// environment or paths that are not UTF-8 (ErrBadRequest) rather than
+// have them run changed.
+//
 // The API has no transport types; errors say what happened through the
 // sentinels below (errors.Is): ErrNotFound, ErrSessionClosed,
 // ErrDaemonStopping, ErrBroken, ErrStateNotSaved, ErrLost, and the rest.
@@ -282,7 +288,7 @@ func (c *Client) connect(ctx context.Context) (*wire.Conn, error) {
 		}
 		return nil, err
 	}
-	if err := wc.WriteJSON(wire.FrameHello, wire.Hello{Protocol: wire.Protocol, Versions: []int{wire.Version}}); err != nil {
+	if err := wc.WriteJSON(wire.FrameHello, wire.Hello{Protocol: wire.Protocol, Versions: []int{1, wire.Version}}); err != nil {
 		return fail(err)
 	}
 	typ, b, err := wc.ReadFrame(wire.MaxControl)
@@ -296,6 +302,7 @@ func (c *Client) connect(ctx context.Context) (*wire.Conn, error) {
 			return fail(err)
 		}
 		c.pid.Store(int64(w.Pid))
+		wc.Version = w.Version
 	case wire.FrameError:
 		return fail(decodeError(b))
 	default:
@@ -348,6 +355,13 @@ func (c *Client) send(ctx context.Context, call wire.Call) (*wire.Conn, error) {
 		wc, reused, err := c.get(ctx)
 		if err != nil {
 			return nil, err
+		}
+		if call.Exec != nil && call.Exec.HasBytes() && wc.Version < wire.VersionBytes {
+			// It would ignore the _bytes fields and run the text changed.
+			c.put(wc)
+			return nil, fmt.Errorf("%w: the command, its environment or its working directory holds bytes that are not UTF-8, "+
+				"and the daemon (pid %d) speaks protocol %d, which cannot carry them: restart it with this corral "+
+				"(corral daemon stop; its sessions keep running)", ErrBadRequest, c.DaemonPid(), wc.Version)
 		}
 		err = wc.WriteJSON(wire.FrameCall, call)
 		if err == nil {
@@ -463,7 +477,7 @@ func (c *Client) List(ctx context.Context) ([]Session, error) {
 	}
 	out := make([]Session, 0, len(resp.Sessions))
 	for _, s := range resp.Sessions {
-		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.Cwd,
+		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.CwdText(),
 			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), ShellPid: s.ShellPid,
 			Busy: s.Busy, Reason: s.Reason, Limits: s.Limits.Corral(), MemoryBytes: s.MemoryBytes, Pids: s.Pids, Accounting: s.Accounting})
 	}
@@ -606,21 +620,12 @@ func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error)
 	if o.Grace < 0 {
 		e.GraceMs = -1
 	}
-	// JSON strings are UTF-8: a byte that is not would arrive replaced.
-	if !utf8.ValidString(e.Command) {
-		return nil, fmt.Errorf("%w: the command holds bytes that are not UTF-8", ErrBadRequest)
+	if !utf8.ValidString(e.Session) {
+		return nil, fmt.Errorf("%w: the session name %q is not UTF-8 (want [A-Za-z0-9][A-Za-z0-9._-]{0,63})", ErrBadRequest, e.Session)
 	}
-	for what, s := range map[string]string{"working directory": e.Dir, "cwd": e.Cwd, "session name": e.Session} {
-		if !utf8.ValidString(s) {
-			return nil, fmt.Errorf("%w: the %s %q is not UTF-8", ErrBadRequest, what, s)
-		}
-	}
-	for _, kv := range e.Env {
-		if !utf8.ValidString(kv) {
-			k, _, _ := strings.Cut(kv, "=")
-			return nil, fmt.Errorf("%w: environment variable %q is not UTF-8", ErrBadRequest, k)
-		}
-	}
+	// Command, paths and environment are bytes: what is not UTF-8 goes in
+	// the _bytes fields, exactly (JSON text would have it replaced).
+	e.EncodeBytes()
 	return e, nil
 }
 
@@ -730,7 +735,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 				return nil, err
 			}
 			clean = true
-			res := &Result{Result: *w.Corral(), Cwd: w.Cwd, Limits: w.Limits.Corral(), LimitsChanged: w.LimitsChanged}
+			res := &Result{Result: *w.Corral(), Cwd: w.CwdText(), Limits: w.Limits.Corral(), LimitsChanged: w.LimitsChanged}
 			var errs []error
 			if res.Outcome != corral.OutcomeExited || res.ExitCode != 0 {
 				errs = append(errs, &corral.RunError{Result: &res.Result})

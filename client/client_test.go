@@ -60,8 +60,20 @@ func TestClientTypedErrors(t *testing.T) {
 	if _, err := c.Exec(ctx, "../x", "true", client.ExecOptions{Env: env}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("a bad name: %v, want ErrBadRequest", err)
 	}
-	if _, err := c.Exec(ctx, "s", "echo \xff", client.ExecOptions{Env: env}); !errors.Is(err, client.ErrBadRequest) {
-		t.Errorf("a command that is not UTF-8: %v, want ErrBadRequest", err)
+	if _, err := c.Exec(ctx, "s\xff", "true", client.ExecOptions{Env: env}); !errors.Is(err, client.ErrBadRequest) || !strings.Contains(err.Error(), "not UTF-8") {
+		t.Errorf("a session name that is not UTF-8: %v, want ErrBadRequest", err)
+	}
+	// A command, environment and cwd that are not UTF-8 are carried
+	// exactly (protocol 2); before, the client refused them.
+	var raw strings.Builder
+	bdir := t.TempDir() + "/caf\xe9"
+	os.Mkdir(bdir, 0o700)
+	if res, err := c.Exec(ctx, "b", "printf '\xe9%s' \"$B\"; cd ..; cd -", client.ExecOptions{Env: append(env, "B=\xff"), Cwd: bdir, Stdout: &raw}); err != nil ||
+		raw.String() != "\xe9\xff"+bdir+"\n" || res.Cwd != bdir {
+		t.Errorf("bytes: %q %v (cwd %q)", raw.String(), err, res.Cwd)
+	}
+	if _, err := c.Kill(ctx, false, "b"); err != nil {
+		t.Error(err)
 	}
 	// The client is usable after refusals, its connections reused.
 	var out strings.Builder

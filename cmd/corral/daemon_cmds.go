@@ -422,9 +422,6 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		// forwarding it costs the call a stdin FIFO (0.4 ms here).
 		opts.Stdin = stdin
 	}
-	if err := checkUTF8(code, opts.Dir, opts.Cwd, opts.Env); err != nil {
-		return err
-	}
 	resultFile, err := openResult(f.result, stdout)
 	if err != nil {
 		return err
@@ -510,6 +507,10 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 					if s.Reason != "" {
 						e["reason"] = s.Reason
 					}
+					if !utf8.ValidString(s.Cwd) {
+						// JSON text would have it replaced: the bytes too.
+						e["cwd_bytes"] = []byte(s.Cwd)
+					}
 					lsLimits(e, s.Limits, s.MemoryBytes, s.Pids, s.Accounting)
 					out = append(out, e)
 				}
@@ -589,29 +590,6 @@ func noDaemonUnrecorded(names []string, all bool) (missing []string, ok bool) {
 		return nil, false
 	}
 	return unrecorded(dir, names, all)
-}
-
-// checkUTF8 refuses what the daemon's protocol cannot carry yet: its
-// command, directories and environment are JSON strings, which are UTF-8.
-// Saying which one is the best that can be done until they travel as
-// bytes.
-func checkUTF8(code, dir, cwd string, env []string) error {
-	const why = "corral exec cannot carry bytes that are not UTF-8 yet"
-	if !utf8.ValidString(code) {
-		return usageErr("exec: the command holds bytes that are not UTF-8: %s (write them with printf escapes, e.g. printf '\\377')", why)
-	}
-	for _, d := range []string{dir, cwd} {
-		if !utf8.ValidString(d) {
-			return usageErr("exec: the working directory %q is not UTF-8: %s (use --cwd with another directory, or corral run)", d, why)
-		}
-	}
-	for _, kv := range env {
-		if !utf8.ValidString(kv) {
-			name, _, _ := strings.Cut(kv, "=")
-			return usageErr("exec: environment variable %q is not UTF-8: %s (unset it for this call: env -u %s corral exec ..., or use corral run)", name, why, name)
-		}
-	}
-	return nil
 }
 
 // devNull reports whether f is /dev/null.

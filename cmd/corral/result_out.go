@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"unicode/utf8"
+
+	"github.com/corral-dev/corral"
 )
 
 // isEPIPE reports whether err is a write to a pipe whose reader went
@@ -70,7 +73,21 @@ func writeResult(path string, f *os.File, stdout, stderr io.Writer, res any) {
 		w = stdout
 	}
 	b, _ := json.Marshal(res)
+	b = withErrorBytes(b, res)
 	if _, err := w.Write(append(b, '\n')); err != nil && !isEPIPE(err) {
 		fmt.Fprintf(stderr, "corral: --result: %v\n", err)
 	}
+}
+
+// withErrorBytes adds "error_bytes" (base64) to the JSON b of a result
+// whose error is not UTF-8 (it names a path or a command that is not):
+// JSON text has each such byte replaced with U+FFFD, as "error" shows it.
+// The same field the daemon's protocol and ls --json use for such bytes.
+func withErrorBytes(b []byte, res any) []byte {
+	r, ok := res.(*corral.Result)
+	if !ok || utf8.ValidString(r.Error) || len(b) < 2 || b[len(b)-1] != '}' {
+		return b
+	}
+	extra, _ := json.Marshal([]byte(r.Error))
+	return append(append(b[:len(b)-1:len(b)-1], `,"error_bytes":`...), append(extra, '}')...)
 }

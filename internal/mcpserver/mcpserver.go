@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -326,6 +328,9 @@ type ExecOutput struct {
 	ExitCode *int   `json:"exit_code,omitempty" jsonschema:"the exit status (-1 if killed or never started)"`
 	Signal   int    `json:"signal,omitempty" jsonschema:"the signal that killed it"`
 	Output   string `json:"output" jsonschema:"stdout and stderr merged in the order the daemon received them, from offset to next_offset"`
+	// OutputNotUTF8 says output (or stdout, stderr) held bytes that are
+	// not UTF-8: JSON text cannot carry them, so each shows as U+FFFD.
+	OutputNotUTF8 bool `json:"output_not_utf8,omitempty" jsonschema:"output, stdout or stderr held bytes that are not UTF-8, each shown as U+FFFD; the exact bytes are in output_file"`
 	// Stdout and Stderr are each stream's output since the last reply,
 	// with separate_stderr.
 	Stdout *string `json:"stdout,omitempty" jsonschema:"with separate_stderr: stdout since the last reply"`
@@ -338,6 +343,7 @@ type ExecOutput struct {
 	OmittedBytes int64  `json:"omitted_bytes"`
 	OutputFile   string `json:"output_file,omitempty" jsonschema:"the job's whole output (up to 64 MiB), kept 24 h"`
 	Cwd          string `json:"cwd,omitempty" jsonschema:"the session's working directory after the command"`
+	CwdBytes     string `json:"cwd_bytes,omitempty" jsonschema:"the cwd exactly, base64, when it is not UTF-8 (cwd then shows U+FFFD for each byte that is not)"`
 	DurationMs   int64  `json:"duration_ms"`
 	Error        string `json:"error,omitempty" jsonschema:"what went wrong besides the command's own status"`
 	// Accounting of the command, read from the session's cgroup.
@@ -491,6 +497,7 @@ func (s *Server) reply(j *job, from int64, max int) (*mcp.CallToolResult, *ExecO
 	if ended {
 		j.fillResult(o)
 	}
+	o.validText()
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: o.text()}}}, o, nil
 }
 
@@ -498,7 +505,7 @@ func (s *Server) reply(j *job, from int64, max int) (*mcp.CallToolResult, *ExecO
 func (j *job) fillResult(o *ExecOutput) {
 	o.Status = "done"
 	if f := j.final; f != nil { // a job of an earlier server, from its record
-		o.Outcome, o.ExitCode, o.Signal, o.DurationMs, o.Cwd = f.Outcome, f.ExitCode, f.Signal, f.DurationMs, f.Cwd
+		o.Outcome, o.ExitCode, o.Signal, o.DurationMs, o.Cwd, o.CwdBytes = f.Outcome, f.ExitCode, f.Signal, f.DurationMs, f.Cwd, f.CwdBytes
 		o.MemoryPeakBytes, o.CPUUserMs, o.CPUSystemMs, o.CPUThrottledMs = f.MemoryPeakBytes, f.CPUUserMs, f.CPUSystemMs, f.CPUThrottledMs
 		o.PidsPeak, o.OOMKills, o.Accounting, o.Limits = f.PidsPeak, f.OOMKills, f.Accounting, f.Limits
 		o.Error = strings.TrimPrefix(strings.Join([]string{o.Error, f.Error}, "; "), "; ")
@@ -553,6 +560,7 @@ func (s *Server) record(j *job) {
 	n, _ := j.out.size()
 	o := &ExecOutput{Job: j.id, Session: j.session, TotalBytes: n, NextOffset: n}
 	j.fillResult(o)
+	o.validText()
 	b, err := json.Marshal(o)
 	if err != nil {
 		return
@@ -596,6 +604,28 @@ func validJobID(id string) bool {
 	return err == nil
 }
 
+// validText makes o's text fields valid UTF-8, as JSON text must be
+// (encoding/json would replace each invalid byte with U+FFFD silently):
+// output, stdout and stderr with U+FFFD and output_not_utf8 saying so (the
+// output file has the bytes), the cwd with U+FFFD and cwd_bytes exact,
+// the error with U+FFFD (it names what is in cwd_bytes or the request).
+func (o *ExecOutput) validText() {
+	valid := func(s *string) bool {
+		if s == nil || utf8.ValidString(*s) {
+			return true
+		}
+		*s = strings.ToValidUTF8(*s, "\uFFFD")
+		return false
+	}
+	if !valid(&o.Output) || !valid(o.Stdout) || !valid(o.Stderr) {
+		o.OutputNotUTF8 = true
+	}
+	if cwd := o.Cwd; !valid(&o.Cwd) {
+		o.CwdBytes = base64.StdEncoding.EncodeToString([]byte(cwd))
+	}
+	valid(&o.Error)
+}
+
 // text is the short rendering for clients that ignore structuredContent.
 func (o *ExecOutput) text() string {
 	var b strings.Builder
@@ -629,6 +659,9 @@ func (o *ExecOutput) text() string {
 	}
 	if o.Error != "" {
 		fmt.Fprintf(&b, "[error: %s]\n", o.Error)
+	}
+	if o.OutputNotUTF8 {
+		b.WriteString("[output holds bytes that are not UTF-8, shown as \uFFFD; output_file has them exactly]\n")
 	}
 	b.WriteString(o.Output)
 	return b.String()
@@ -703,6 +736,7 @@ type SessionInfo struct {
 	State    string `json:"state" jsonschema:"up, down or broken"`
 	Shell    string `json:"shell"`
 	Cwd      string `json:"cwd"`
+	CwdBytes string `json:"cwd_bytes,omitempty" jsonschema:"the cwd exactly, base64, when it is not UTF-8 (cwd then shows U+FFFD for each byte that is not)"`
 	Busy     bool   `json:"busy" jsonschema:"a command is running in it"`
 	Job      string `json:"job,omitempty" jsonschema:"the job of this server running in it"`
 	ShellPid int    `json:"shell_pid"`
@@ -741,7 +775,11 @@ func (s *Server) sessions(ctx context.Context, req *mcp.CallToolRequest, in Sess
 	for _, ss := range list {
 		out.Sessions = append(out.Sessions, SessionInfo{Name: ss.Name, State: ss.State, Shell: ss.Shell, Cwd: ss.Cwd,
 			Busy: ss.Busy, Job: running[ss.Name], ShellPid: ss.ShellPid, Created: ss.Created.UTC().Format(time.RFC3339),
-			LastUsed: ss.LastUsed.UTC().Format(time.RFC3339), Reason: ss.Reason, Default: ss.Name == s.cfg.Session})
+			LastUsed: ss.LastUsed.UTC().Format(time.RFC3339), Reason: strings.ToValidUTF8(ss.Reason, "\uFFFD"), Default: ss.Name == s.cfg.Session})
+		if si := &out.Sessions[len(out.Sessions)-1]; !utf8.ValidString(si.Cwd) {
+			si.CwdBytes = base64.StdEncoding.EncodeToString([]byte(si.Cwd))
+			si.Cwd = strings.ToValidUTF8(si.Cwd, "\uFFFD")
+		}
 	}
 	sort.Slice(out.Sessions, func(a, c int) bool { return out.Sessions[a].Name < out.Sessions[c].Name })
 	fmt.Fprintf(&b, "%d sessions (default %s)\n", len(out.Sessions), s.cfg.Session)

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/contain"
@@ -59,6 +60,46 @@ type Record struct {
 	// they were reparented to it (corral.Reparented), as last seen while
 	// it ran: once the owner is gone nothing else links them to the tree.
 	Adopted []corral.Proc `json:"adopted,omitempty"`
+}
+
+// recordJSON is a Record's JSON: Argv as text, and argv_bytes {"I":
+// base64} for each word that is not UTF-8 (encoding/json would replace its
+// invalid bytes with U+FFFD), so that a record names its command exactly.
+// Readers of schema 1 that know no argv_bytes see the text.
+type recordJSON struct {
+	*plainRecord
+	ArgvBytes map[int][]byte `json:"argv_bytes,omitempty"`
+}
+
+type plainRecord Record
+
+// MarshalJSON writes r with argv_bytes for words that are not UTF-8.
+func (r *Record) MarshalJSON() ([]byte, error) {
+	j := recordJSON{plainRecord: (*plainRecord)(r)}
+	for i, w := range r.Argv {
+		if !utf8.ValidString(w) {
+			if j.ArgvBytes == nil {
+				j.ArgvBytes = map[int][]byte{}
+			}
+			j.ArgvBytes[i] = []byte(w)
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a record, each argv_bytes word in place of its text.
+func (r *Record) UnmarshalJSON(b []byte) error {
+	j := recordJSON{plainRecord: (*plainRecord)(r)}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	for i, w := range j.ArgvBytes {
+		if i < 0 || i >= len(r.Argv) {
+			return fmt.Errorf("argv_bytes names word %d of %d", i, len(r.Argv))
+		}
+		r.Argv[i] = string(w)
+	}
+	return nil
 }
 
 // recordOf is the record of the tree id running argv, owned by the calling

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/testproc"
@@ -154,5 +156,41 @@ func TestBadRecordsOfAnEarlierBootAreRemoved(t *testing.T) {
 	left, _ := filepath.Glob(filepath.Join(s.Dir, "*"))
 	if len(left) != 1 || left[0] != now {
 		t.Fatalf("left after reap: %v (want only %s)", left, now)
+	}
+}
+
+// TestRecordArgvBytes: a record names its command exactly, words that are
+// not UTF-8 included (argv_bytes), and stays readable text: before, they
+// were written replaced with U+FFFD, and reap showed a command that never
+// ran. A record of a UTF-8 command is written as before (no argv_bytes).
+func TestRecordArgvBytes(t *testing.T) {
+	s := Store{Dir: testproc.TempDir(t)}
+	argv := []string{"printf", "caf\xe9", "é", "\xff\xfe"}
+	r := &Record{ID: "abc", Argv: argv, Identity: corral.Identity{Pid: 5, Marker: "CORRAL_TREE=abc"}}
+	if err := s.Write(r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(s.Dir, "abc.json"))
+	if !utf8.Valid(b) || !strings.Contains(string(b), `"argv_bytes"`) || !strings.Contains(string(b), `"caf\ufffd"`) {
+		t.Errorf("record: %s", b)
+	}
+	recs, errs := s.List()
+	if len(errs) > 0 || len(recs) != 1 || strings.Join(recs[0].Argv, "|") != strings.Join(argv, "|") || recs[0].Pid != 5 {
+		t.Fatalf("read back %+v %v", recs, errs)
+	}
+	// Reap's JSON report carries the words exactly too.
+	out, _ := json.Marshal(Reaped{Record: recs[0], Action: Gone})
+	var back Reaped
+	if err := json.Unmarshal(out, &back); err != nil || strings.Join(back.Record.Argv, "|") != strings.Join(argv, "|") {
+		t.Errorf("reap report %s: %v", out, err)
+	}
+	r.Argv = []string{"sh", "-c", "echo é"}
+	s.Write(r)
+	if b, _ := os.ReadFile(filepath.Join(s.Dir, "abc.json")); strings.Contains(string(b), "argv_bytes") {
+		t.Errorf("a UTF-8 record got argv_bytes: %s", b)
+	}
+	os.WriteFile(filepath.Join(s.Dir, "abc.json"), []byte(`{"version":1,"id":"abc","argv":["a"],"argv_bytes":{"3":"/w=="}}`), 0o600)
+	if _, errs := s.List(); len(errs) != 1 || !errors.Is(errs[0], ErrBadRecord) || !strings.Contains(errs[0].Error(), "argv_bytes names word 3 of 1") {
+		t.Errorf("argv_bytes past argv: %v", errs)
 	}
 }

@@ -4,34 +4,47 @@
 //
 // Every change is one transaction, fsynced on commit: a crash at any point
 // leaves each record either as it was or as it was written, never torn. The
-// layout (schema version 3):
+// layout (schema version 4):
 //
 //	meta/
-//	    version        "3"
+//	    version        "4"
 //	sessions/
 //	    <name>         a Session without its environment, as JSON; its
 //	                   "tree" is the held shell's identity
 //	                   (corral.Identity) and FIFOs, its optional
-//	                   "limits" the session's resource limits
+//	                   "limits" the session's resource limits, its
+//	                   "cwd_bytes" (base64) the cwd exactly when it is
+//	                   not UTF-8 ("cwd" then has U+FFFD for each byte
+//	                   that is not)
 //	env/
-//	    <name>         its environment, a JSON array of NAME=value
+//	    <name>         its environment: each NAME=value followed by a
+//	                   NUL byte, as /proc/PID/environ (no key: none
+//	                   recorded, the daemon's own)
 //
 // Environments are kept apart because they are most of a record's bytes
-// and a listing needs none of them. Migrations run in order, in one
-// transaction, when a database with an older version is opened: 1 -> 2
-// moved the environments out; 2 -> 3 renamed each record's "keeper" (the
-// name left from when a keeper process held each shell) to "tree", and a
-// keeper process's "socket" to "keeper_socket". A database from a newer
-// corral is refused (ErrNewerSchema) rather than misread.
+// and a listing needs none of them. They are raw bytes, not JSON, because
+// an environment is bytes (a value that is not UTF-8 is common enough:
+// a Latin-1 file name), JSON text would have them replaced, and an entry
+// cannot hold a NUL. Migrations run in order, in one transaction, when a
+// database with an older version is opened: 1 -> 2 moved the environments
+// out; 2 -> 3 renamed each record's "keeper" (the name left from when a
+// keeper process held each shell) to "tree", and a keeper process's
+// "socket" to "keeper_socket"; 3 -> 4 rewrote each environment from a
+// JSON array to NUL-ended entries (what a JSON array held is kept; bytes
+// that were not UTF-8 had been replaced when it was written). A database
+// from a newer corral is refused (ErrNewerSchema) rather than misread.
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -39,7 +52,7 @@ import (
 )
 
 // Version is the schema version this build reads and writes.
-const Version = 3
+const Version = 4
 
 var (
 	// ErrNotFound: no session of that name.
@@ -131,10 +144,11 @@ type Session struct {
 	Created  time.Time `json:"created"`
 	LastUsed time.Time `json:"last_used"`
 	Shell    string    `json:"shell"`
-	// Cwd and Env are as of the last completed command. (Env is stored
-	// apart: List leaves it nil.)
+	// Cwd and Env are as of the last completed command, exactly (bytes
+	// that are not UTF-8 included). (Env is stored apart: List leaves it
+	// nil.)
 	Cwd   string   `json:"cwd"`
-	Env   []string `json:"env,omitempty"`
+	Env   []string `json:"-"`
 	State State    `json:"state"`
 	// Tree is the session's shell tree while one is recorded (up, or
 	// broken with its identity kept for another attempt); nil when down.
@@ -161,6 +175,8 @@ var migrations = []func(tx *bolt.Tx) error{
 	moveEnvs,
 	// 2 -> 3: "keeper" becomes "tree", its "socket" "keeper_socket".
 	renameKeeper,
+	// 3 -> 4: environments become NUL-ended entries.
+	rawEnvs,
 }
 
 // Migrations work on each record as a JSON object, never through Session:
@@ -248,6 +264,118 @@ func renameKeeper(tx *bolt.Tx) error {
 	})
 }
 
+// rawEnvs is the migration from version 3 to 4: each environment, a
+// JSON array of NAME=value (or null: none recorded), becomes its entries
+// each followed by a NUL (null: no key).
+func rawEnvs(tx *bolt.Tx) error {
+	envs, err := tx.CreateBucketIfNotExists(envBucket)
+	if err != nil {
+		return err
+	}
+	type kv struct{ k, v []byte }
+	var out []kv
+	err = envs.ForEach(func(k, v []byte) error {
+		var env []string
+		if err := json.Unmarshal(v, &env); err != nil {
+			return fmt.Errorf("session %q environment: %w", k, err)
+		}
+		b, err := encodeEnv(env)
+		if err != nil {
+			return fmt.Errorf("session %q environment: %w", k, err)
+		}
+		out = append(out, kv{append([]byte(nil), k...), b})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range out {
+		if r.v == nil {
+			err = envs.Delete(r.k)
+		} else {
+			err = envs.Put(r.k, r.v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeEnv is env as stored: each entry followed by a NUL (nil for a
+// nil env, empty for an empty one). An entry holding a NUL cannot be
+// stored (nor be a process's environment).
+func encodeEnv(env []string) ([]byte, error) {
+	if env == nil {
+		return nil, nil
+	}
+	n := 0
+	for _, kv := range env {
+		if strings.IndexByte(kv, 0) >= 0 {
+			k, _, _ := strings.Cut(kv, "=")
+			return nil, fmt.Errorf("environment variable %q holds a NUL byte", k)
+		}
+		n += len(kv) + 1
+	}
+	b := make([]byte, 0, n)
+	for _, kv := range env {
+		b = append(append(b, kv...), 0)
+	}
+	return b, nil
+}
+
+// decodeEnv is the environment stored as b (nil for no key).
+func decodeEnv(b []byte) ([]string, error) {
+	if b == nil {
+		return nil, nil
+	}
+	if len(b) > 0 && b[len(b)-1] != 0 {
+		return nil, errors.New("not NUL-ended entries (a torn or foreign value)")
+	}
+	env := make([]string, 0, bytes.Count(b, []byte{0}))
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, 0)
+		env = append(env, string(b[:i]))
+		b = b[i+1:]
+	}
+	return env, nil
+}
+
+// cwdBytes is the JSON shape of a record's cwd: "cwd" as text, and
+// "cwd_bytes" (base64) exactly when it is not UTF-8 (encoding/json would
+// replace such bytes with U+FFFD).
+type cwdBytes struct {
+	CwdBytes []byte `json:"cwd_bytes,omitempty"`
+}
+
+// marshalRecord is rec (without its environment) as stored.
+func marshalRecord(rec *Session) ([]byte, error) {
+	type plain Session
+	if utf8.ValidString(rec.Cwd) {
+		return json.Marshal((*plain)(rec))
+	}
+	return json.Marshal(struct {
+		*plain
+		cwdBytes
+	}{(*plain)(rec), cwdBytes{[]byte(rec.Cwd)}})
+}
+
+// unmarshalRecord reads a stored record into rec.
+func unmarshalRecord(b []byte, rec *Session) error {
+	type plain Session
+	var cb cwdBytes
+	if err := json.Unmarshal(b, &struct {
+		*plain
+		*cwdBytes
+	}{(*plain)(rec), &cb}); err != nil {
+		return err
+	}
+	if cb.CwdBytes != nil {
+		rec.Cwd = string(cb.CwdBytes)
+	}
+	return nil
+}
+
 // Open opens (creating if needed) the database at path with mode 0600 and
 // brings it to Version. It waits at most a second for another process's
 // lock, then fails with ErrLocked.
@@ -295,18 +423,19 @@ func (s *Store) Close() error { return s.db.Close() }
 // put writes rec in tx: the record without its environment, and the
 // environment apart.
 func put(tx *bolt.Tx, rec *Session) error {
-	env, err := json.Marshal(rec.Env)
+	env, err := encodeEnv(rec.Env)
 	if err != nil {
-		return err
+		return fmt.Errorf("session %q: %w", rec.Name, err)
 	}
-	bare := *rec
-	bare.Env = nil
-	b, err := json.Marshal(&bare)
+	b, err := marshalRecord(rec)
 	if err != nil {
 		return err
 	}
 	if err := tx.Bucket(sessionsBucket).Put([]byte(rec.Name), b); err != nil {
 		return err
+	}
+	if env == nil {
+		return tx.Bucket(envBucket).Delete([]byte(rec.Name))
 	}
 	return tx.Bucket(envBucket).Put([]byte(rec.Name), env)
 }
@@ -318,13 +447,12 @@ func get(tx *bolt.Tx, name string) (*Session, error) {
 		return nil, nil
 	}
 	rec := new(Session)
-	if err := json.Unmarshal(b, rec); err != nil {
+	if err := unmarshalRecord(b, rec); err != nil {
 		return nil, fmt.Errorf("session %q: %w", name, err)
 	}
-	if env := tx.Bucket(envBucket).Get([]byte(name)); env != nil {
-		if err := json.Unmarshal(env, &rec.Env); err != nil {
-			return nil, fmt.Errorf("session %q environment: %w", name, err)
-		}
+	var err error
+	if rec.Env, err = decodeEnv(tx.Bucket(envBucket).Get([]byte(name))); err != nil {
+		return nil, fmt.Errorf("session %q environment: %w", name, err)
 	}
 	return rec, nil
 }
@@ -407,14 +535,13 @@ func (s *Store) list(withEnv bool) ([]*Session, error) {
 		envs := tx.Bucket(envBucket)
 		return tx.Bucket(sessionsBucket).ForEach(func(k, v []byte) error {
 			var rec Session
-			if err := json.Unmarshal(v, &rec); err != nil {
+			if err := unmarshalRecord(v, &rec); err != nil {
 				return fmt.Errorf("session %q: %w", k, err)
 			}
 			if withEnv {
-				if env := envs.Get(k); env != nil {
-					if err := json.Unmarshal(env, &rec.Env); err != nil {
-						return fmt.Errorf("session %q environment: %w", k, err)
-					}
+				var err error
+				if rec.Env, err = decodeEnv(envs.Get(k)); err != nil {
+					return fmt.Errorf("session %q environment: %w", k, err)
 				}
 			}
 			out = append(out, &rec)

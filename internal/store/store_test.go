@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -286,7 +287,7 @@ func TestMigrationFromV2(t *testing.T) {
 			t.Errorf("down after migration:\n got %s\nwant %s", dump(down), dump(&wantDown))
 		}
 		s.db.View(func(tx *bolt.Tx) error {
-			if v := string(tx.Bucket(metaBucket).Get(versionKey)); v != "3" {
+			if v := string(tx.Bucket(metaBucket).Get(versionKey)); v != strconv.Itoa(Version) {
 				t.Errorf("version %q after migration", v)
 			}
 			for n := range recs {
@@ -294,8 +295,10 @@ func TestMigrationFromV2(t *testing.T) {
 				if strings.Contains(raw, `"keeper"`) || strings.Contains(raw, `"socket"`) {
 					t.Errorf("%s still has keeper names: %s", n, raw)
 				}
-				if env := string(tx.Bucket(envBucket).Get([]byte(n))); env != envs[n] {
-					t.Errorf("%s environment %s, was %s", n, env, envs[n])
+				var was []string
+				json.Unmarshal([]byte(envs[n]), &was)
+				if env := string(tx.Bucket(envBucket).Get([]byte(n))); env != nulEnded(was) {
+					t.Errorf("%s environment %q, was %s", n, env, envs[n])
 				}
 			}
 			if raw := string(tx.Bucket(sessionsBucket).Get([]byte("legacy"))); !strings.Contains(raw, `"future_key":[1,2]`) {
@@ -319,9 +322,22 @@ func TestMigrationFromV2(t *testing.T) {
 
 func sameSession(a, b *Session) bool { return dump(a) == dump(b) }
 
+// dump is s as JSON, its environment (stored apart, json:"-") included.
 func dump(s *Session) string {
-	b, _ := json.Marshal(s)
+	b, _ := json.Marshal(struct {
+		*Session
+		Env []string `json:"env"`
+	}{s, s.Env})
 	return string(b)
+}
+
+// nulEnded is env as schema 4 stores it.
+func nulEnded(env []string) string {
+	var b strings.Builder
+	for _, kv := range env {
+		b.WriteString(kv + "\x00")
+	}
+	return b.String()
 }
 
 func TestSecondOpenerIsRefused(t *testing.T) {
@@ -416,4 +432,123 @@ func TestCrashMidWriteKeepsEveryCommit(t *testing.T) {
 func genOf(cwd string) int {
 	n, _ := strconv.Atoi(strings.TrimPrefix(cwd, "/gen/"))
 	return n
+}
+
+// TestBytesKeptExactly: a session's cwd and environment are bytes, and a
+// record keeps them exactly. Before schema 4 both were JSON strings, and
+// encoding/json replaced each byte that is not UTF-8 with U+FFFD: a
+// session whose shell was gone (after a reboot) restarted in "/" (the
+// replaced cwd did not exist) with its Latin-1 variables changed.
+func TestBytesKeptExactly(t *testing.T) {
+	s, _ := openTemp(t)
+	recs := []*Session{
+		{Name: "latin1", Cwd: "/tmp/caf\xe9", Env: []string{"A=caf\xe9", "N\xe9=v", "E=", "U=ünïcode", "B=\xff\xfe\x80"}, State: Down},
+		{Name: "empty", Cwd: "/", Env: []string{}, State: Down},
+		{Name: "none", Cwd: "/srv", State: Down},
+	}
+	for _, r := range recs {
+		if err := s.Put(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	same := func(what string, got, want *Session) {
+		t.Helper()
+		if got.Cwd != want.Cwd || (got.Env == nil) != (want.Env == nil) || strings.Join(got.Env, "\x00") != strings.Join(want.Env, "\x00") || len(got.Env) != len(want.Env) {
+			t.Errorf("%s %s: cwd %q env %q (nil %v), want cwd %q env %q (nil %v)", what, want.Name, got.Cwd, got.Env, got.Env == nil, want.Cwd, want.Env, want.Env == nil)
+		}
+	}
+	for _, r := range recs {
+		got, err := s.Get(r.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same("get", got, r)
+	}
+	all, err := s.All()
+	if err != nil || len(all) != len(recs) {
+		t.Fatalf("all: %d %v", len(all), err)
+	}
+	for _, got := range all {
+		for _, r := range recs {
+			if r.Name == got.Name {
+				same("all", got, r)
+			}
+		}
+	}
+	list, _ := s.List()
+	for _, got := range list {
+		if got.Name == "latin1" && (got.Cwd != "/tmp/caf\xe9" || got.Env != nil) {
+			t.Errorf("list: cwd %q env %q", got.Cwd, got.Env)
+		}
+	}
+	// An update keeps what it does not change, exactly.
+	if err := s.Update("latin1", func(r *Session) error { r.State = Up; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Get("latin1")
+	same("after update", got, recs[0])
+	// The record's JSON is UTF-8 text, readable, with the exact cwd in
+	// cwd_bytes; a valid cwd has no cwd_bytes.
+	s.db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(sessionsBucket).Get([]byte("latin1"))
+		if !utf8.Valid(raw) || !strings.Contains(string(raw), `"cwd":"/tmp/caf\ufffd"`) ||
+			!strings.Contains(string(raw), `"cwd_bytes":"L3RtcC9jYWbp"`) {
+			t.Errorf("record %s", raw)
+		}
+		if raw := tx.Bucket(sessionsBucket).Get([]byte("none")); strings.Contains(string(raw), "cwd_bytes") {
+			t.Errorf("a UTF-8 cwd got cwd_bytes: %s", raw)
+		}
+		return nil
+	})
+	// An entry with a NUL cannot be an environment's: refused, and the
+	// record is left as it was.
+	err = s.Update("empty", func(r *Session) error { r.Env = []string{"X=a\x00b"}; return nil })
+	if err == nil || !strings.Contains(err.Error(), `"X" holds a NUL byte`) {
+		t.Errorf("an entry with a NUL: %v", err)
+	}
+	if got, _ := s.Get("empty"); got.Env == nil || len(got.Env) != 0 {
+		t.Errorf("after a refused update: %q", got.Env)
+	}
+}
+
+// TestMigrationFromV3 builds a database as a version-3 corral wrote it
+// (environments as JSON arrays, one null, one empty) and checks that
+// schema 4 reads each environment as it was, null as none (nil: the
+// daemon's environment) and [] as an empty one, and that a torn value is
+// reported, not misread.
+func TestMigrationFromV3(t *testing.T) {
+	path := filepath.Join(testproc.TempDir(t), "v3.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	envs := map[string]string{"a": `["A=1","B=two words","C=\u00e9"]`, "null": `null`, "empty": `[]`}
+	want := map[string][]string{"a": {"A=1", "B=two words", "C=é"}, "null": nil, "empty": {}}
+	db.Update(func(tx *bolt.Tx) error {
+		m, _ := tx.CreateBucket(metaBucket)
+		m.Put(versionKey, []byte("3"))
+		sb, _ := tx.CreateBucket(sessionsBucket)
+		eb, _ := tx.CreateBucket(envBucket)
+		for n, e := range envs {
+			sb.Put([]byte(n), []byte(`{"name":"`+n+`","cwd":"/x","state":"down"}`))
+			eb.Put([]byte(n), []byte(e))
+		}
+		return nil
+	})
+	db.Close()
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, w := range want {
+		got, err := s.Get(n)
+		if err != nil || (got.Env == nil) != (w == nil) || strings.Join(got.Env, "|") != strings.Join(w, "|") || got.Cwd != "/x" {
+			t.Errorf("%s: %+v %v, want env %q", n, got, err, w)
+		}
+	}
+	s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(envBucket).Put([]byte("a"), []byte("A=1\x00B=tor")) })
+	if _, err := s.Get("a"); err == nil || !strings.Contains(err.Error(), "not NUL-ended") {
+		t.Errorf("a torn environment: %v", err)
+	}
+	s.Close()
 }

@@ -39,12 +39,27 @@
 // # Handshake
 //
 // The client's first frame is Hello ('H'): {"protocol":"corral",
-// "versions":[1]}, every protocol version it speaks. The daemon answers
-// Welcome ('W'): {"version":1,"pid":N}, the highest version both speak, or
+// "versions":[1,2]}, every protocol version it speaks. The daemon answers
+// Welcome ('W'): {"version":2,"pid":N}, the highest version both speak, or
 // an error frame of kind unsupported_version and closes. A client need
 // not wait for the Welcome before it sends its first call. A later
 // version can add fields (receivers ignore fields they do not know) or be
 // negotiated here.
+//
+// Version 2 carries bytes that are not UTF-8 (bytes.go): shell code,
+// environment entries, paths and the messages naming them are bytes on
+// Unix, JSON text is UTF-8, and encoding/json replaces each invalid byte
+// with U+FFFD. A field that can hold such bytes has a sibling NAME_bytes
+// (base64), present only when the value is not UTF-8; it is then the
+// value, and NAME its text with U+FFFD (or "", for the command and an
+// environment entry). In an Exec: command_bytes, dir_bytes, cwd_bytes,
+// and env_bytes {"I": base64}, which replaces env[I]; in a Result:
+// cwd_bytes and error_bytes; in a Session: cwd_bytes. A call's JSON
+// must still be valid UTF-8 as a whole (a raw invalid byte in it is
+// refused, kind bad_request): such bytes travel only in _bytes fields. A
+// client does not send _bytes fields to a daemon of version 1 (which
+// would ignore them and run the text changed): it refuses the call.
+// Output and stdin are data frames, bytes already.
 //
 // # Calls
 //

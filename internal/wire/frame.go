@@ -31,7 +31,11 @@ const (
 // Bounds of the protocol.
 const (
 	// Version is the newest protocol version this package speaks.
-	Version = 1
+	Version = 2
+	// VersionBytes is the first version whose peers read the _bytes
+	// fields (bytes.go): a client refuses to send text that is not UTF-8
+	// to an older daemon, which would run it changed.
+	VersionBytes = 2
 	// MaxControl bounds a control frame: an Exec carries the client's
 	// environment (at most ARG_MAX, 2 MiB with the usual 8 MiB stack) and
 	// a command of at most MaxCommand.
@@ -58,6 +62,10 @@ var ErrFrameTooLarge = errors.New("frame over its bound")
 // for one goroutine at a time; writes may come from several (each frame
 // is written whole, under a lock). The caller owns the net.Conn.
 type Conn struct {
+	// Version is the protocol version agreed at the handshake, set by
+	// the side that did it (0 before).
+	Version int
+
 	c  net.Conn
 	r  *bufio.Reader
 	wm sync.Mutex // guards wbuf and ordering of writes

@@ -68,6 +68,13 @@ type Exec struct {
 	// session the cd persists. A Cwd that cannot be entered fails the
 	// command before it starts (outcome start_failed).
 	Cwd string `json:"cwd,omitempty"`
+	// CommandBytes, DirBytes, CwdBytes and EnvBytes (version 2) carry
+	// the command, dir, cwd and environment entries that are not UTF-8,
+	// exactly (see bytes.go): EnvBytes[i] is Env[i], which is then "".
+	CommandBytes []byte         `json:"command_bytes,omitempty"`
+	DirBytes     []byte         `json:"dir_bytes,omitempty"`
+	CwdBytes     []byte         `json:"cwd_bytes,omitempty"`
+	EnvBytes     map[int][]byte `json:"env_bytes,omitempty"`
 	// Stdin says whether stdin frames follow (else the command reads EOF).
 	Stdin bool `json:"stdin,omitempty"`
 	// Merge asks for stdout and stderr as one stream, in the order the
@@ -122,6 +129,7 @@ type Session struct {
 	State        string `json:"state"`
 	Shell        string `json:"shell"`
 	Cwd          string `json:"cwd"`
+	CwdBytes     []byte `json:"cwd_bytes,omitempty"` // Cwd exactly, when it is not UTF-8 (version 2)
 	CreatedUnix  int64  `json:"created_unix"`
 	LastUsedUnix int64  `json:"last_used_unix"`
 	// ShellPid is the pid of the session's shell, which holds the session

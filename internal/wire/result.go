@@ -38,6 +38,9 @@ type Result struct {
 	KillFailed        bool   `json:"kill_failed,omitempty"`
 	OutputError       string `json:"output_error,omitempty"`
 	Error             string `json:"error,omitempty"`
+	// ErrorBytes is Error exactly when it is not UTF-8 (it names a
+	// path that is not: version 2).
+	ErrorBytes []byte `json:"error_bytes,omitempty"`
 
 	// Accounting: null when not measured (Accounting says why).
 	MemoryPeakBytes *int64   `json:"memory_peak_bytes,omitempty"`
@@ -51,6 +54,8 @@ type Result struct {
 	// Cwd is the session's working directory after the command ("" for a
 	// oneshot, or a session whose shell is gone).
 	Cwd string `json:"cwd,omitempty"`
+	// CwdBytes is Cwd exactly when it is not UTF-8 (version 2).
+	CwdBytes []byte `json:"cwd_bytes,omitempty"`
 	// StateNotSaved, if not "", says why the session's state after the
 	// command (cwd, exported environment) could not be recorded: the live
 	// shell has it, a reboot or a daemon crash may lose it.
@@ -78,6 +83,7 @@ func FromResult(r *corral.Result) *Result {
 	if r.FirstOutput >= 0 {
 		w.FirstOutputNs = int64(r.FirstOutput)
 	}
+	w.ErrorBytes = bytesOf(r.Error)
 	return w
 }
 
@@ -91,7 +97,7 @@ func (w *Result) Corral() *corral.Result {
 		StdoutBytes: w.StdoutBytes, StderrBytes: w.StderrBytes,
 		DescendantsKilled: w.DescendantsKilled, ProcessesStopped: w.ProcessesStopped,
 		Detached: w.Detached, StdioHeldBy: w.StdioHeldBy,
-		DrainCutOff: w.DrainCutOff, KillFailed: w.KillFailed, OutputError: w.OutputError, Error: w.Error,
+		DrainCutOff: w.DrainCutOff, KillFailed: w.KillFailed, OutputError: w.OutputError, Error: textOf(w.Error, w.ErrorBytes),
 		MemoryPeakBytes: w.MemoryPeakBytes, CPUUserMs: w.CPUUserMs, CPUSystemMs: w.CPUSystemMs,
 		CPUThrottledMs: w.CPUThrottledMs, PidsPeak: w.PidsPeak, OOMKills: w.OOMKills, Accounting: w.Accounting,
 	}

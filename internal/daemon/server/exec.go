@@ -184,7 +184,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 		return x.following, true
 	}
 	w := wire.FromResult(res.Result)
-	w.Cwd = res.Cwd
+	w.SetCwd(res.Cwd)
 	w.Limits, w.LimitsChanged = wire.LimitsOf(res.Limits), res.LimitsChanged
 	if res.StateNotSaved != nil {
 		w.StateNotSaved = res.StateNotSaved.Error()

@@ -35,7 +35,8 @@ func TestHandshake(t *testing.T) {
 		kind    wire.Kind // else the error
 	}{
 		{"this version and a later one", wire.FrameHello, hello(wire.Hello{Protocol: "corral", Versions: []int{7, 1}}), 1, ""},
-		{"only a later version", wire.FrameHello, hello(wire.Hello{Protocol: "corral", Versions: []int{2, 7}}), 0, wire.KindVersion},
+		{"version 1 and 2", wire.FrameHello, hello(wire.Hello{Protocol: "corral", Versions: []int{1, 2}}), 2, ""},
+		{"only a later version", wire.FrameHello, hello(wire.Hello{Protocol: "corral", Versions: []int{3, 7}}), 0, wire.KindVersion},
 		{"another protocol", wire.FrameHello, hello(wire.Hello{Protocol: "http", Versions: []int{1}}), 0, wire.KindVersion},
 		{"a call first", wire.FrameCall, []byte(`{"call":"list"}`), 0, wire.KindBadRequest},
 		{"not JSON", wire.FrameHello, []byte("hello"), 0, wire.KindBadRequest},

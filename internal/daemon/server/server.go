@@ -431,6 +431,7 @@ func (s *Server) handshake(c *wire.Conn, known *daemon.Peer) (daemon.Peer, bool)
 		c.WriteError(wireErr(err))
 		return daemon.Peer{}, false
 	}
+	c.Version = v
 	if c.WriteJSON(wire.FrameWelcome, wire.Welcome{Version: v, Pid: os.Getpid()}) != nil {
 		return daemon.Peer{}, false
 	}
@@ -458,7 +459,7 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 		// encoding/json would replace each such byte with U+FFFD: the
 		// command, its environment or its paths would run changed.
 		return direct, s.answer(c, wire.FrameError, &wire.Error{Kind: wire.KindBadRequest,
-			Message: fmt.Sprintf("the call is not valid UTF-8 (at byte %d): JSON text is UTF-8, and a byte that is not would be replaced; send the command, environment and paths as UTF-8", invalidAt(b))})
+			Message: fmt.Sprintf("the call is not valid UTF-8 (at byte %d): JSON text is UTF-8, and a byte that is not would be replaced; send a command, environment entry or path that is not UTF-8 in its _bytes field (base64: command_bytes, env_bytes, dir_bytes, cwd_bytes)", invalidAt(b))})
 	}
 	var call wire.Call
 	if err := wire.Decode(b, &call); err != nil {
@@ -476,14 +477,18 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 		if call.Exec == nil {
 			return reply(nil, fmt.Errorf("%w: an exec call without its exec", daemon.ErrBadRequest))
 		}
+		if werr := call.Exec.DecodeBytes(); werr != nil {
+			return direct, s.answer(c, wire.FrameError, werr)
+		}
 		return s.exec(c, peer, call.Exec)
 	case wire.CallList:
 		list, err := s.d.List(ctx, peer)
 		out := wire.Sessions{Sessions: make([]wire.Session, 0, len(list))}
 		for _, si := range list {
-			out.Sessions = append(out.Sessions, wire.Session{Name: si.Name, State: si.State, Shell: si.Shell, Cwd: si.Cwd,
+			out.Sessions = append(out.Sessions, wire.Session{Name: si.Name, State: si.State, Shell: si.Shell,
 				CreatedUnix: si.Created.Unix(), LastUsedUnix: si.LastUsed.Unix(), ShellPid: si.ShellPid, Busy: si.Busy, Reason: si.Reason,
 				Limits: wire.LimitsOf(si.Limits)})
+			out.Sessions[len(out.Sessions)-1].SetCwd(si.Cwd)
 			wire.SetUsage(&out.Sessions[len(out.Sessions)-1], si.Usage)
 		}
 		return reply(out, err)
