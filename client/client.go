@@ -552,6 +552,12 @@ type ExecOptions struct {
 	// session's isolation cannot enforce end the command start_failed,
 	// with nothing created or changed.
 	Limits corral.Limits
+	// DetachOnDisconnect keeps the command going if this client goes
+	// away (or its connection is lost), its output kept by the daemon
+	// under a job id, given to OnJob before any output: Resume continues
+	// it (resume.go).
+	DetachOnDisconnect bool
+	OnJob              func(job string)
 }
 
 func (o *ExecOptions) interruptSignal() syscall.Signal {
@@ -606,6 +612,7 @@ func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error)
 	if o.Grace < 0 {
 		e.GraceMs = -1
 	}
+	e.Detach = o.DetachOnDisconnect
 	// JSON strings are UTF-8: a byte that is not would arrive replaced.
 	if !utf8.ValidString(e.Command) {
 		return nil, fmt.Errorf("%w: the command holds bytes that are not UTF-8", ErrBadRequest)
@@ -720,6 +727,10 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 		case wire.FrameStderr:
 			if o.Stderr != nil {
 				o.Stderr.Write(b)
+			}
+		case wire.FrameJob:
+			if err := onJob(b, &o); err != nil {
+				return nil, err
 			}
 		case wire.FrameError:
 			clean = true

@@ -334,10 +334,14 @@ what the session's tree used during the command.`,
 	fl.StringVar(&f.limits.pids, "pids", "", "most processes the session's tree may have at once (cgroup pids.max; max: none)")
 	fl.StringArrayVar(&f.env, "env", nil, "set NAME=VALUE in a new session's (or a oneshot's) environment; repeatable")
 	addTargetFlags(c)
+	addDetachFlags(c)
 	return c
 }
 
 func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Writer) error {
+	if detachFlags.resume != "" {
+		return resumeMain(f, args, stdout, stderr)
+	}
 	if f.oneshot && f.session != "" {
 		return usageErr("exec: --oneshot runs in a fresh shell of its own and takes no -s NAME")
 	}
@@ -456,7 +460,13 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	got, kill, stopSignals := catchSignals(func(error) { close(interrupt) })
 	defer stopSignals()
 	opts.Interrupt, opts.Kill, opts.InterruptSignal = interrupt, kill, got
+	job := detaching(&opts, stderr)
 	res, err := dc.Exec(context.Background(), f.session, code, opts)
+	if job != nil && res != nil {
+		job.done()
+	} else if job != nil && got() == 0 {
+		return job.lost(err)
+	}
 	if res != nil {
 		if res.LimitsChanged {
 			sayLimitsChanged(stderr, f.session, res.Limits)

@@ -56,6 +56,7 @@ func (s *Server) drainCalls(bound time.Duration, hurry <-chan struct{}, signalle
 		}
 	}
 	s.mu.Unlock()
+	n += s.jobs.running() // detached commands whose client went away
 	log := s.opsLog().With("why", why)
 	if n == 0 {
 		log.Info("daemon stopping; no call under way")

@@ -53,6 +53,10 @@ type execCall struct {
 	done     chan struct{} // closed when the command has returned
 	stdin    chan []byte   // to the stdin writer; nil without stdin; closed by the receiver
 	next     chan next     // the receiver's last read: the next call's header
+	// onKill and onGone, if set (a detached job's reader: jobs.go),
+	// replace what a kill frame and the client's going away do: the
+	// job's kill, and the end of this reader alone (the command goes on).
+	onKill, onGone func()
 
 	// sendMu orders sends (one frame in flight) and guards the fields
 	// that follow. rest is what a stall cut off of the frame in flight.
@@ -120,6 +124,9 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	if err != nil {
 		return direct, s.answer(c, wire.FrameError, wireErr(err))
 	}
+	if e.Detach {
+		return s.execDetached(c, peer, e, req)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
 	x := &execCall{c: c, stall: s.stall, cancel: cancel, escalate: make(chan struct{}), done: make(chan struct{}),
@@ -183,13 +190,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 		}
 		return x.following, true
 	}
-	w := wire.FromResult(res.Result)
-	w.Cwd = res.Cwd
-	w.Limits, w.LimitsChanged = wire.LimitsOf(res.Limits), res.LimitsChanged
-	if res.StateNotSaved != nil {
-		w.StateNotSaved = res.StateNotSaved.Error()
-	}
-	if err := x.send(wire.FrameReply, mustJSON(w)); err != nil {
+	if err := x.send(wire.FrameReply, mustJSON(wireResult(res))); err != nil {
 		if errors.Is(err, errClientNotReading) {
 			s.cfg.Log.Warn("client read none of its command's output; result not sent", "session", what, "bound", s.stall)
 			x.finish(&wire.Error{Kind: wire.KindNotReading, Message: fmt.Sprintf("%v for %v: the result could not be sent", errClientNotReading, s.stall)})
@@ -197,6 +198,17 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 		return nil, false
 	}
 	return x.following, true
+}
+
+// wireResult is the wire form of a command's result.
+func wireResult(res *daemon.ExecResult) *wire.Result {
+	w := wire.FromResult(res.Result)
+	w.Cwd = res.Cwd
+	w.Limits, w.LimitsChanged = wire.LimitsOf(res.Limits), res.LimitsChanged
+	if res.StateNotSaved != nil {
+		w.StateNotSaved = res.StateNotSaved.Error()
+	}
+	return w
 }
 
 // following returns the next call's header, as the receiver read it.
@@ -339,7 +351,11 @@ func (x *execCall) receive() {
 			}
 		case wire.FrameKill:
 			x.cancel(errClientKilled)
-			x.escOnce.Do(func() { close(x.escalate) })
+			if x.onKill != nil {
+				x.onKill()
+			} else {
+				x.escOnce.Do(func() { close(x.escalate) })
+			}
 		default:
 			bad = fmt.Sprintf("a %q frame (want stdin, end of file, cancel or kill)", h.Type)
 		}
@@ -356,6 +372,10 @@ func (x *execCall) gone() {
 	x.mu.Lock()
 	x.goneAt = time.Now()
 	x.mu.Unlock()
+	if x.onGone != nil {
+		x.onGone() // a detached job's reader: the command goes on
+		return
+	}
 	x.cancel(errClientGone)
 }
 

@@ -64,7 +64,8 @@ type Server struct {
 	accept sync.WaitGroup // the accept loop
 	once   sync.Once
 
-	ops ops // health, metrics and drain: health.go, drain.go
+	ops  ops  // health, metrics and drain: health.go, drain.go
+	jobs jobs // detached commands: jobs.go
 }
 
 // conn is one client connection; busy while a call runs on it (guarded by
@@ -503,8 +504,10 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 			StartedUnix: st.Started.Unix(), Isolation: string(st.Isolation)}, err)
 	case wire.CallStop:
 		return reply(struct{}{}, s.d.Stop(ctx, peer))
+	case wire.CallResume:
+		return s.resume(c, peer, call.Resume)
 	}
-	return reply(nil, fmt.Errorf("%w: unknown call %q (want exec, list, kill, status or stop)", daemon.ErrBadRequest, call.Call))
+	return reply(nil, fmt.Errorf("%w: unknown call %q (want exec, resume, list, kill, status or stop)", daemon.ErrBadRequest, call.Call))
 }
 
 // answer writes a call's last frame, waiting at most the send-stall bound
