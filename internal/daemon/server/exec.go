@@ -47,8 +47,8 @@ const stdinQueue = 16
 type execCall struct {
 	c        *wire.Conn
 	stall    time.Duration
-	cancel   context.CancelCauseFunc // the command's context
-	escalate chan struct{}           // closed by a kill frame
+	cancel   func(error)   // cancels the command's context
+	escalate chan struct{} // closed by a kill frame
 	escOnce  sync.Once
 	done     chan struct{} // closed when the command has returned
 	stdin    chan []byte   // to the stdin writer; nil without stdin; closed by the receiver
@@ -129,7 +129,8 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	x := &execCall{c: c, stall: s.stall, cancel: cancel, escalate: make(chan struct{}), done: make(chan struct{}),
+	var clock stopClock
+	x := &execCall{c: c, stall: s.stall, cancel: clock.wrap(cancel), escalate: make(chan struct{}), done: make(chan struct{}),
 		next: make(chan next, 1)}
 	out := &chunkWriter{func(b []byte) error { return x.send(wire.FrameStdout, b) }}
 	req.Options.Stdout, req.Options.Stderr = out, out // one writer: merged, in order
@@ -148,6 +149,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 
 	res, err := s.d.Exec(ctx, peer, req)
 	s.count(e.Oneshot, res, err)
+	s.ops.fleet.stopped(res, req.Options.Timeout, &clock)
 	close(x.done)
 	if stdin != nil {
 		stdin.CloseWithError(io.ErrClosedPipe) // the writer drops what is left

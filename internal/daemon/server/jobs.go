@@ -53,7 +53,7 @@ type job struct {
 	owner   daemon.Peer
 	what    string // the session's name, or "oneshot"
 	stall   time.Duration
-	cancel  context.CancelCauseFunc // the command's context
+	cancel  func(error) // cancels the command's context
 	killed  sync.Once
 	kill    chan struct{} // closed at a kill frame: Options.Escalate
 	done    chan struct{} // closed when the command has returned
@@ -93,7 +93,7 @@ type jobReader struct {
 
 // add makes a job for peer's command on what (a session, or oneshot),
 // dropping the oldest finished job if maxJobs are kept already.
-func (js *jobs) add(peer daemon.Peer, what string, stall time.Duration, cancel context.CancelCauseFunc) (*job, error) {
+func (js *jobs) add(peer daemon.Peer, what string, stall time.Duration, cancel func(error)) (*job, error) {
 	var b [8]byte
 	rand.Read(b[:])
 	j := &job{id: "j" + hex.EncodeToString(b[:]), owner: peer, what: what, stall: stall, cancel: cancel,
@@ -324,7 +324,9 @@ func (s *Server) execDetached(c *wire.Conn, peer daemon.Peer, e *wire.Exec, req 
 	if e.Oneshot {
 		what = "oneshot"
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancelCtx := context.WithCancelCause(context.Background())
+	var clock stopClock
+	cancel := clock.wrap(cancelCtx)
 	j, err := s.jobs.add(peer, what, s.stall, cancel)
 	if err != nil {
 		cancel(nil)
@@ -333,6 +335,7 @@ func (s *Server) execDetached(c *wire.Conn, peer daemon.Peer, e *wire.Exec, req 
 		}
 		return func() (wire.Header, error) { return c.ReadHeader() }, s.answer(c, wire.FrameError, wireErr(err))
 	}
+	s.ops.fleet.jobs.Add(1)
 	r, _ := j.attach(0)
 	// The job's id first, so that a client cut off at any later moment
 	// can resume it.
@@ -364,6 +367,7 @@ func (s *Server) execDetached(c *wire.Conn, peer daemon.Peer, e *wire.Exec, req 
 		defer cancel(nil)
 		res, err := s.d.Exec(ctx, peer, req)
 		s.count(e.Oneshot, res, err)
+		s.ops.fleet.stopped(res, req.Options.Timeout, &clock)
 		if stdin != nil {
 			stdin.CloseWithError(io.ErrClosedPipe)
 		}

@@ -339,7 +339,7 @@ func (s *Server) serve(c *conn, nc net.Conn, peer *daemon.Peer) {
 		}
 		if err := s.stillValid(nc); err != nil {
 			s.end(c)
-			s.refused(nc.RemoteAddr(), string(tlsdir.RefusalReason(err)), err, "identity", p.Name)
+			s.refused(nc.RemoteAddr(), rejectLabel(tlsdir.RefusalReason(err)), string(tlsdir.RefusalReason(err)), err, "identity", p.Name)
 			wc.WriteError(&wire.Error{Kind: wire.KindPermission, Message: fmt.Sprintf("%s: %v", p, err)})
 			return
 		}
@@ -429,6 +429,7 @@ func (s *Server) handshake(c *wire.Conn, known *daemon.Peer) (daemon.Peer, bool)
 		peer = daemon.Peer{UID: uid}
 	}
 	if err := s.d.Authorize(peer); err != nil {
+		s.ops.fleet.reject(rejectOtherUID)
 		c.WriteError(wireErr(err))
 		return daemon.Peer{}, false
 	}
@@ -468,6 +469,7 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 	ctx := context.Background()
 	reply := func(v any, err error) (func() (wire.Header, error), bool) {
 		if err != nil {
+			s.ops.fleet.refusedCall(err)
 			return direct, s.answer(c, wire.FrameError, wireErr(err))
 		}
 		return direct, s.answer(c, wire.FrameReply, v)
