@@ -115,7 +115,12 @@ func Open(cfg Config) (*Server, error) {
 		}
 	}
 	sock := wire.SocketPath(cfg.StateDir)
-	lis, err := unixsock.Listen(sock)
+	lis, err := activated(sock) // a socket unit's (activation_unix.go)
+	if err == nil && lis != nil {
+		cfg.Log.Info("serving the socket the service manager passed (socket activation)", "socket", sock)
+	} else if err == nil {
+		lis, err = unixsock.Listen(sock)
+	}
 	if errors.Is(err, unixsock.ErrInUse) {
 		err = daemon.Running(cfg.StateDir, err)
 	}
