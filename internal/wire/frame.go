@@ -56,7 +56,8 @@ var ErrFrameTooLarge = errors.New("frame over its bound")
 
 // Conn is one end of a connection: it reads and writes frames. Reads are
 // for one goroutine at a time; writes may come from several (each frame
-// is written whole, under a lock). The caller owns the net.Conn.
+// is written whole, under a lock). The caller owns the net.Conn. Its read
+// buffer is held only while it holds unread bytes (readbuf.go).
 type Conn struct {
 	c  net.Conn
 	r  *bufio.Reader
@@ -65,7 +66,7 @@ type Conn struct {
 }
 
 // NewConn wraps c.
-func NewConn(c net.Conn) *Conn { return &Conn{c: c, r: bufio.NewReaderSize(c, 64<<10)} }
+func NewConn(c net.Conn) *Conn { return &Conn{c: c} }
 
 // Net is the underlying connection.
 func (c *Conn) Net() net.Conn { return c.c }
@@ -79,7 +80,12 @@ type Header struct {
 // ReadHeader reads the next frame's header.
 func (c *Conn) ReadHeader() (Header, error) {
 	var h [5]byte
-	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+	c.release()
+	var r io.Reader = c.c // waiting for the peer: no buffer held
+	if c.r != nil {
+		r = c.r
+	}
+	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Header{}, err
 	}
 	return Header{Type: h[0], Len: int(binary.BigEndian.Uint32(h[1:]))}, nil
@@ -93,11 +99,13 @@ func (c *Conn) ReadPayload(h Header, max int) ([]byte, error) {
 	// Grown as the bytes arrive: a peer that announces a large frame and
 	// stalls holds only what it sent.
 	b := make([]byte, 0, min(h.Len, 64<<10))
+	br := c.reader()
+	defer c.release()
 	for len(b) < h.Len {
 		if len(b) == cap(b) {
 			b = append(b, make([]byte, min(h.Len-len(b), cap(b)))...)[:len(b)]
 		}
-		n, err := io.ReadFull(c.r, b[len(b):min(cap(b), h.Len)])
+		n, err := io.ReadFull(br, b[len(b):min(cap(b), h.Len)])
 		b = b[:len(b)+n]
 		if err != nil {
 			if errors.Is(err, io.EOF) {
