@@ -77,10 +77,14 @@ func (c *Client) Resume(ctx context.Context, job string, offset int64, o ExecOpt
 			}
 		}()
 	}
+	var rbuf []byte // for output frames, from the second on; each is used before the next is read
 	for {
-		typ, b, err := wc.ReadFrame(wire.MaxControl)
+		typ, b, err := wc.ReadFrameInto(wire.MaxControl, rbuf)
 		if err != nil {
 			return nil, c.broken(ctx, err)
+		}
+		if rbuf == nil && (typ == wire.FrameStdout || typ == wire.FrameStderr) {
+			rbuf = make([]byte, wire.MaxOutputChunk)
 		}
 		switch typ {
 		case wire.FrameStdout:

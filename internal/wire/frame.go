@@ -129,18 +129,24 @@ func (c *Conn) ReadFrame(max int) (byte, []byte, error) {
 
 // Write writes one frame. It returns how many bytes of the frame (header
 // included) were written, so that a writer cut off by a deadline can
-// finish the frame later (WriteRest) and keep the stream whole.
+// finish the frame later (WriteRest) and keep the stream whole: with an
+// error, frame is the whole frame (the caller's own).
 func (c *Conn) Write(typ byte, payload []byte) (frame []byte, n int, err error) {
 	if len(payload) > MaxControl {
 		return nil, 0, fmt.Errorf("a %q frame of %d bytes (at most %d): %w", typ, len(payload), MaxControl, ErrFrameTooLarge)
 	}
 	c.wm.Lock()
 	defer c.wm.Unlock()
-	frame = make([]byte, 5+len(payload))
+	buf := frameBuf(5 + len(payload)) // readbuf.go
+	frame = buf[:5+len(payload)]
 	frame[0] = typ
 	binary.BigEndian.PutUint32(frame[1:5], uint32(len(payload)))
 	copy(frame[5:], payload)
 	n, err = c.c.Write(frame)
+	if err != nil {
+		frame = append([]byte(nil), frame...) // the caller's to finish
+	}
+	putFrameBuf(buf)
 	return frame, n, err
 }
 

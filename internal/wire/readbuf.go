@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"io"
 	"sync"
 )
 
@@ -34,4 +35,51 @@ func (c *Conn) release() {
 		readBufs.Put(c.r)
 		c.r = nil
 	}
+}
+
+// Frames are built for writing in buffers of a pool too: an output frame
+// a write (up to 64 KiB every few microseconds while a command streams),
+// a fresh buffer each time cost the daemon its allocation, zeroing and
+// garbage collection (BenchmarkRemoteOutput's profile).
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 5+MaxOutputChunk); return &b }}
+
+// frameBuf returns a buffer of at least n bytes: a pooled one for an
+// output-sized frame, else a new one.
+func frameBuf(n int) []byte {
+	if n > 5+MaxOutputChunk {
+		return make([]byte, n)
+	}
+	return *frameBufs.Get().(*[]byte)
+}
+
+// putFrameBuf gives back what frameBuf returned.
+func putFrameBuf(b []byte) {
+	if cap(b) == 5+MaxOutputChunk {
+		b = b[:cap(b)]
+		frameBufs.Put(&b)
+	}
+}
+
+// ReadFrameInto is ReadFrame into buf when the payload fits in it (else
+// into a new slice): the payload is valid until the next read into buf.
+// A reader of a stream of output frames uses one buffer for them all.
+func (c *Conn) ReadFrameInto(max int, buf []byte) (byte, []byte, error) {
+	h, err := c.ReadHeader()
+	if err != nil {
+		return 0, nil, err
+	}
+	if h.Len > cap(buf) || h.Len > max {
+		b, err := c.ReadPayload(h, max)
+		return h.Type, b, err
+	}
+	br := c.reader()
+	defer c.release()
+	b := buf[:h.Len]
+	if _, err := io.ReadFull(br, b); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, err
+	}
+	return h.Type, b, nil
 }
