@@ -19,6 +19,7 @@ import (
 	"github.com/corral-dev/corral/internal/daemon"
 	"github.com/corral-dev/corral/internal/daemon/server"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/wire"
 )
 
 // cutWriter collects what it is given and cancels its call once it holds
@@ -159,5 +160,96 @@ func TestDetachedJobOutputPastWhatIsKept(t *testing.T) {
 	}
 	if out.String() != numbered(n) {
 		t.Fatalf("output of %d bytes differs from the command's (%d bytes)", out.Len(), len(numbered(n)))
+	}
+}
+
+// TestDetachedJobReaderThatStopsReading: the client of a detached job that
+// reads nothing holds the command only for the send-stall bound: then its
+// connection is dropped and the command runs to its end, its output kept
+// up to the bound of a job (the newest 4 MiB of 12): a resume from the
+// start is refused naming the range kept, and one from that range's start
+// gives exactly the command's last bytes and its result.
+func TestDetachedJobReaderThatStopsReading(t *testing.T) {
+	mark := testproc.Guard(t, 90*time.Second)
+	const stall = time.Second
+	state := t.TempDir()
+	c := serveDaemon(t, server.Config{Config: daemon.Config{StateDir: state}, SendStall: stall})
+	env := testproc.Env(mark)
+	marker := filepath.Join(t.TempDir(), "finished")
+	const n = 1_200_000 // lines "line N": about 12 MiB
+	stuck := rawConn(t, c.StateDir())
+	stuck.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "s", Detach: true, Dir: "/", Env: env,
+		Command: fmt.Sprintf("seq 1 %d | sed 's/^/line /'; touch %s", n, marker)}})
+	typ, b, err := stuck.ReadFrame(wire.MaxControl)
+	var j wire.Job
+	if err != nil || typ != wire.FrameJob || wire.Decode(b, &j) != nil || j.Job == "" {
+		t.Fatalf("the first frame of a detached exec: %q %s %v", typ, b, err)
+	}
+	// This client reads nothing more.
+	for deadline := time.Now().Add(60 * time.Second); !exists(marker); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the command of a client that reads nothing did not run to its end")
+		}
+	}
+	want := numbered(n)
+	_, err = c.Resume(context.Background(), j.Job, 0, client.ExecOptions{})
+	var from, to int
+	if err == nil || !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("resume from 0 of a job that dropped its oldest bytes: %v", err)
+	}
+	if _, serr := fmt.Sscanf(err.Error()[strings.Index(err.Error(), "keeps bytes"):], "keeps bytes %d to %d", &from, &to); serr != nil || to != len(want) || to-from > 4<<20 || from == 0 {
+		t.Fatalf("the refusal does not name the range kept (%v): %v", serr, err)
+	}
+	var tail bytes.Buffer
+	res, err := c.Resume(context.Background(), j.Job, int64(from), client.ExecOptions{Stdout: &tail})
+	if err != nil || res.ExitCode != 0 || tail.String() != want[from:] {
+		t.Fatalf("resume from %d: %v %+v, %d bytes (want %d, the tail)", from, err, res, tail.Len(), len(want)-from)
+	}
+	t.Logf("job %s kept bytes %d to %d of %d", j.Job, from, to, len(want))
+}
+
+// TestDrainWaitsForADetachedJob: a drain (SIGTERM) waits for a detached
+// command whose client went away, as for any command under way.
+func TestDrainWaitsForADetachedJob(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	var logs testproc.Buffer
+	cfg := server.Config{Config: daemon.Config{StateDir: t.TempDir(), Log: slog.New(slog.NewTextHandler(&logs, nil))}}
+	s, err := server.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetDrain(20*time.Second, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx) }()
+	c, err := client.Dial(context.Background(), cfg.StateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	marker := filepath.Join(t.TempDir(), "finished")
+	cctx, ccancel := context.WithCancel(context.Background())
+	_, err = c.Exec(cctx, "", "sleep 1.5; touch "+marker, client.ExecOptions{Oneshot: true, Env: testproc.Env(mark), Dir: "/",
+		DetachOnDisconnect: true, OnJob: func(string) { ccancel() }})
+	if err == nil {
+		t.Fatal("the cut call returned a result")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "goes on as a detached job"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the detach is not logged:\n%s", logs.String())
+		}
+	}
+	cancel() // as SIGTERM does
+	select {
+	case <-served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if !exists(marker) {
+		t.Errorf("the drain did not wait for the detached command")
+	}
+	if !strings.Contains(logs.String(), "drained: every call under way ended") {
+		t.Errorf("no drained line:\n%s", logs.String())
 	}
 }
