@@ -342,6 +342,9 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	if detachFlags.resume != "" {
 		return resumeMain(f, args, stdout, stderr)
 	}
+	if err := checkDetachFlags(); err != nil {
+		return err
+	}
 	if f.oneshot && f.session != "" {
 		return usageErr("exec: --oneshot runs in a fresh shell of its own and takes no -s NAME")
 	}

@@ -158,3 +158,27 @@ func (e *remoteEnv) awaitLogWithin(t *testing.T, bound time.Duration, what strin
 		}
 	}
 }
+
+// TestResumeFlagsRefused: the flags of detached jobs, misused, are usage
+// errors that say what to do, and start no daemon.
+func TestResumeFlagsRefused(t *testing.T) {
+	e := newDaemonEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "--offset", "5", "-s", "a", "--", "true"}, "--offset is for --resume JOB"},
+		{[]string{"exec", "--resume", "../x"}, "a job id is what corral exec --detach-on-disconnect printed"},
+		{[]string{"exec", "--resume", "jabc", "-s", "a"}, "takes no command, -c, -f, -s"},
+		{[]string{"exec", "--resume", "jabc", "--", "true"}, "takes no command"},
+		{[]string{"exec", "--resume", "jabc", "--offset", "-3"}, "want a byte offset"},
+	} {
+		_, errs, rc := e.run(c.args...)
+		if rc != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: rc %d %q (want %q)", c.args, rc, errs, c.want)
+		}
+	}
+	if pid := e.daemonPid(); pid != 0 {
+		t.Errorf("a usage error started a daemon (pid %d)", pid)
+	}
+}

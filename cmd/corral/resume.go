@@ -198,11 +198,21 @@ func savedOffset(job string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
+// checkDetachFlags refuses --offset without --resume.
+func checkDetachFlags() error {
+	if detachFlags.resume == "" && detachFlags.offset != -1 {
+		return usageErr("--offset is for --resume JOB (where to continue a detached job's output)")
+	}
+	return nil
+}
+
 // resumeMain runs corral exec --resume JOB: the job's output from the
 // offset, then its result, as corral exec reports a command's.
 func resumeMain(f *execFlags, args []string, stdout, stderr io.Writer) error {
 	job := detachFlags.resume
 	switch {
+	case detachFlags.offset < -1:
+		return usageErr("--offset %d: want a byte offset, 0 or more", detachFlags.offset)
 	case !jobName.MatchString(job):
 		return usageErr("--resume %q: a job id is what corral exec --detach-on-disconnect printed (letters and digits)", job)
 	case len(args) > 0 || f.codeSet || f.file != "" || f.session != "" || f.oneshot || detachFlags.onDisconnect:
