@@ -612,7 +612,6 @@ func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error)
 	if o.Grace < 0 {
 		e.GraceMs = -1
 	}
-	e.Detach = o.DetachOnDisconnect
 	// JSON strings are UTF-8: a byte that is not would arrive replaced.
 	if !utf8.ValidString(e.Command) {
 		return nil, fmt.Errorf("%w: the command holds bytes that are not UTF-8", ErrBadRequest)
@@ -645,6 +644,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 	if err != nil {
 		return nil, err
 	}
+	e.Detach = o.DetachOnDisconnect
 	wc, err := c.send(ctx, wire.Call{Call: wire.CallExec, Exec: e})
 	if err != nil {
 		return nil, err
