@@ -5,6 +5,7 @@ package main
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -45,7 +46,8 @@ const idleConns = 60
 // socket and over TLS. The daemon is a process of its own (its RSS is
 // read from /proc); each figure is the growth of its RSS over idleConns
 // connections, divided by their number, after a first connection of each
-// kind warmed the paths up.
+// kind warmed the paths up. Then 1000 idle clients: the daemon holds 64 of
+// them (its serving slots) and closes the rest, its memory bounded.
 func TestIdleConnectionMemory(t *testing.T) {
 	e := newDaemonEnv(t)
 	ca := filepath.Join(t.TempDir(), "ca")
@@ -142,4 +144,34 @@ func TestIdleConnectionMemory(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	// 1000 idle clients of the unix socket, one after the other: the
+	// daemon serves at most 64 connections, closing the one idle longest
+	// for each new one, so its memory stays that of 64.
+	before := rssKiB(t, pid)
+	var all []net.Conn
+	for range 1000 {
+		nc := kinds[0].dial()
+		handshake(nc)
+		all = append(all, nc)
+	}
+	time.Sleep(500 * time.Millisecond)
+	after := rssKiB(t, pid)
+	open := 0
+	for _, nc := range all {
+		nc.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if _, err := nc.Read(make([]byte, 1)); err != nil && isTimeout(err) {
+			open++ // still held by the daemon: the read waits
+		}
+		nc.Close()
+	}
+	t.Logf("1000 idle unix clients: the daemon holds %d, RSS %d -> %d KiB", open, before, after)
+	if open > 64 || after-before > 64*256 {
+		t.Errorf("1000 idle clients: %d held, RSS grew %d KiB", open, after-before)
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
