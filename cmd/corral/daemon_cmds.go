@@ -299,6 +299,15 @@ A client that reads none of its command's output for 30s (its output pipe
 full) has the command stopped by the daemon, so that it does not hold the
 session from other clients.
 
+A client that goes away (killed, its connection lost) has its command
+stopped, unless --detach-on-disconnect: then the command goes on and the
+daemon keeps its output (the newest 4 MiB of it, at most 16 jobs, each an
+hour after it ended; not across a daemon restart) under the job id this
+client prints first on stderr. corral exec --resume JOB [--offset N]
+continues the output from byte N (stdout and stderr counted together;
+default: where this machine's client of the job stopped, else 0) and
+exits with the command's status.
+
 Resource limits (--memory, --memory-high, --cpus, --pids) apply to the whole
 session's tree, the shell and everything it starts: given when the session
 is created, they are in force before its shell runs, and every shell it
