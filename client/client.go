@@ -566,6 +566,12 @@ type ExecOptions struct {
 	// session's isolation cannot enforce end the command start_failed,
 	// with nothing created or changed.
 	Limits corral.Limits
+	// DetachOnDisconnect keeps the command going if this client goes
+	// away (or its connection is lost), its output kept by the daemon
+	// under a job id, given to OnJob before any output: Resume continues
+	// it (resume.go).
+	DetachOnDisconnect bool
+	OnJob              func(job string)
 }
 
 func (o *ExecOptions) interruptSignal() syscall.Signal {
@@ -643,6 +649,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 	if err != nil {
 		return nil, err
 	}
+	e.Detach = o.DetachOnDisconnect
 	wc, err := c.send(ctx, wire.Call{Call: wire.CallExec, Exec: e})
 	if err != nil {
 		return nil, err
@@ -712,10 +719,14 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 			}
 		}()
 	}
+	var rbuf []byte // for output frames, from the second on; each is used before the next is read
 	for {
-		typ, b, err := wc.ReadFrame(wire.MaxControl)
+		typ, b, err := wc.ReadFrameInto(wire.MaxControl, rbuf)
 		if err != nil {
 			return nil, c.broken(ctx, err)
+		}
+		if rbuf == nil && (typ == wire.FrameStdout || typ == wire.FrameStderr) {
+			rbuf = make([]byte, wire.MaxOutputChunk)
 		}
 		switch typ {
 		case wire.FrameStdout:
@@ -725,6 +736,10 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*R
 		case wire.FrameStderr:
 			if o.Stderr != nil {
 				o.Stderr.Write(b)
+			}
+		case wire.FrameJob:
+			if err := onJob(b, &o); err != nil {
+				return nil, err
 			}
 		case wire.FrameError:
 			clean = true

@@ -299,6 +299,15 @@ A client that reads none of its command's output for 30s (its output pipe
 full) has the command stopped by the daemon, so that it does not hold the
 session from other clients.
 
+A client that goes away (killed, its connection lost) has its command
+stopped, unless --detach-on-disconnect: then the command goes on and the
+daemon keeps its output (the newest 4 MiB of it, at most 16 jobs, each an
+hour after it ended; not across a daemon restart) under the job id this
+client prints first on stderr. corral exec --resume JOB [--offset N]
+continues the output from byte N (stdout and stderr counted together;
+default: where this machine's client of the job stopped, else 0) and
+exits with the command's status.
+
 Resource limits (--memory, --memory-high, --cpus, --pids) apply to the whole
 session's tree, the shell and everything it starts: given when the session
 is created, they are in force before its shell runs, and every shell it
@@ -334,10 +343,17 @@ what the session's tree used during the command.`,
 	fl.StringVar(&f.limits.pids, "pids", "", "most processes the session's tree may have at once (cgroup pids.max; max: none)")
 	fl.StringArrayVar(&f.env, "env", nil, "set NAME=VALUE in a new session's (or a oneshot's) environment; repeatable")
 	addTargetFlags(c)
+	addDetachFlags(c)
 	return c
 }
 
 func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Writer) error {
+	if detachFlags.resume != "" {
+		return resumeMain(f, args, stdout, stderr)
+	}
+	if err := checkDetachFlags(); err != nil {
+		return err
+	}
 	if f.oneshot && f.session != "" {
 		return usageErr("exec: --oneshot runs in a fresh shell of its own and takes no -s NAME")
 	}
@@ -453,7 +469,13 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 	got, kill, stopSignals := catchSignals(func(error) { close(interrupt) })
 	defer stopSignals()
 	opts.Interrupt, opts.Kill, opts.InterruptSignal = interrupt, kill, got
+	job := detaching(&opts, stderr)
 	res, err := dc.Exec(context.Background(), f.session, code, opts)
+	if job != nil && res != nil {
+		job.done()
+	} else if job != nil && got() == 0 {
+		return job.lost(err)
+	}
 	if res != nil {
 		if res.LimitsChanged {
 			sayLimitsChanged(stderr, f.session, res.Limits)

@@ -193,6 +193,11 @@ func (d *opsDaemon) metrics() map[string]float64 {
 				}
 			}
 		}
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if base, ok := strings.CutSuffix(name, suffix); ok && typed[base] == "histogram" {
+				name = base
+			}
+		}
 		if typed[name] == "" {
 			d.t.Errorf("metrics: sample %q before its TYPE", line)
 		}

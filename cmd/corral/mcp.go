@@ -41,6 +41,11 @@ in the daemon's sessions (started on demand), visible to corral ls. The
 default session is --session, or one named after this directory. Commands
 get PAGER=cat, GIT_PAGER=cat, GIT_TERMINAL_PROMPT=0 unless --no-agent-env.
 
+--host HOST:PORT --tls DIR drives the daemon of another machine (never
+started on demand): nothing of this machine is sent, neither this
+directory nor this environment; a new session starts in the daemon's home
+with its environment, the agent variables and a call's env.
+
 A call cancelled by the client, or a client gone, stops the command its call
 was waiting on. A command left running past a yield goes on until it ends or
 its timeout passes; corral mcp waits for those before it exits.`,
@@ -58,6 +63,7 @@ its timeout passes; corral mcp waits for those before it exits.`,
 	fl.StringVar(&session, "session", "", "default session (default: one named after the working directory)")
 	fl.StringVar(&httpAddr, "http", "", "serve streamable HTTP on ADDR instead of stdio")
 	fl.BoolVar(&noAgentEnv, "no-agent-env", false, "do not set PAGER, GIT_PAGER, GIT_TERMINAL_PROMPT")
+	addTargetFlags(c)
 	return c
 }
 
@@ -67,7 +73,7 @@ func mcpMain(session, httpAddr string, noAgentEnv bool, stderr io.Writer) error 
 		return err
 	}
 	wd, _ := os.Getwd()
-	s, err := mcpserver.New(mcpserver.Config{
+	cfg := mcpserver.Config{
 		Dial: func(context.Context) (mcpserver.Daemon, error) {
 			c, err := dial(dir, true)
 			if err != nil {
@@ -76,7 +82,11 @@ func mcpMain(session, httpAddr string, noAgentEnv bool, stderr io.Writer) error 
 			return c, nil
 		},
 		StateDir: dir, Session: session, Dir: wd, Env: os.Environ(), NoAgentEnv: noAgentEnv, Version: "dev",
-	})
+	}
+	if err := mcpRemote(&cfg); err != nil {
+		return err
+	}
+	s, err := mcpserver.New(cfg)
 	if err != nil {
 		return &exitError{code: exitInternal, msg: err.Error()}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-dev/corral/client"
+	"github.com/corral-dev/corral/internal/mcpserver"
 )
 
 // The environment variables of a remote target, the defaults of --host
@@ -69,6 +70,25 @@ func envFlags(kvs []string) error {
 		if !ok || k == "" || strings.ContainsAny(k, "\x00") {
 			return usageErr("--env %q: want NAME=VALUE", kv)
 		}
+	}
+	return nil
+}
+
+// mcpRemote points cfg at the remote daemon of --host, if one is given:
+// dialled with --tls (never started), and nothing of this machine sent,
+// neither its working directory nor its environment.
+func mcpRemote(cfg *mcpserver.Config) error {
+	host, dir, err := remoteHost()
+	if err != nil || host == "" {
+		return err
+	}
+	cfg.Remote, cfg.Dir, cfg.Env = true, "", []string{}
+	cfg.Dial = func(context.Context) (mcpserver.Daemon, error) {
+		c, err := dialRemote(host, dir)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
 	}
 	return nil
 }

@@ -80,6 +80,9 @@ type Daemon struct {
 	began   bool      // Start ran: the pid file is this daemon's
 
 	reaped atomic.Int64 // orphaned trees reapRuns killed (see health.go)
+	// takeovers and resets count shells taken over and sessions' shells
+	// discarded for a fresh one (health.go).
+	takeovers, resets atomic.Int64
 
 	recording sync.Mutex // one recordState at a time; taken before mu
 
@@ -503,6 +506,7 @@ func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
 			}
 			d.store.Update(rec.Name, func(r *store.Session) error { r.State = store.Up; return nil })
 			d.cfg.Log.Info("took over shell", "session", rec.Name, "pid", rec.Tree.Pid)
+			d.takeovers.Add(1)
 			d.recoveredOne(name)
 			d.bg.Add(1)
 			go func() {
@@ -897,7 +901,9 @@ func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult
 			return &ExecResult{Result: res}, nil
 		}
 	}
+	resetsBefore := s.State().Resets
 	out, err := d.ran(s.Exec(ctx, req.Command, req.Options))
+	d.resets.Add(int64(s.State().Resets - resetsBefore))
 	if err != nil {
 		return nil, err
 	}

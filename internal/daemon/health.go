@@ -22,3 +22,12 @@ func (d *Daemon) OrphansReaped() int64 { return d.reaped.Load() }
 
 // Started is when the daemon was opened.
 func (d *Daemon) Started() time.Time { return d.started }
+
+// Takeovers is how many sessions' shells this daemon took over from an
+// earlier one.
+func (d *Daemon) Takeovers() int64 { return d.takeovers.Load() }
+
+// Resets is how many times a session's shell was discarded for a fresh
+// one (a timeout, a cancel, a command that ended its shell) in a command
+// this daemon ran.
+func (d *Daemon) Resets() int64 { return d.resets.Load() }

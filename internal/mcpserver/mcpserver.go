@@ -81,6 +81,11 @@ type Config struct {
 	// NoAgentEnv leaves PAGER, GIT_PAGER and GIT_TERMINAL_PROMPT alone.
 	NoAgentEnv bool
 	Version    string
+	// Remote says Dial reaches a remote daemon: Dir and Env are then not
+	// filled in from this process (nothing of this machine is sent; a
+	// new session starts in the daemon's home with its environment, the
+	// agent variables and a request's env).
+	Remote bool
 }
 
 // Server is corral's MCP server. Its tools may be served on any number of
@@ -124,13 +129,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Dial == nil {
 		return nil, errors.New("mcpserver: Config.Dial is nil")
 	}
-	if cfg.Dir == "" {
+	if cfg.Dir == "" && !cfg.Remote {
 		cfg.Dir, _ = os.Getwd()
 	}
-	if cfg.Env == nil {
+	if cfg.Env == nil && !cfg.Remote {
 		cfg.Env = os.Environ()
 	}
-	if cfg.Session == "" {
+	if cfg.Session == "" && cfg.Remote {
+		// Named after this directory still (one project, one session,
+		// there too); its path is not sent.
+		wd, _ := os.Getwd()
+		cfg.Session = DefaultSession(wd)
+	} else if cfg.Session == "" {
 		cfg.Session = DefaultSession(cfg.Dir)
 	}
 	if err := store.CheckName(cfg.Session); err != nil {

@@ -67,6 +67,8 @@
 // calls in turn. A call is a Call frame ('C') whose JSON names it:
 //
 //	{"call":"exec","exec":{...Exec}}  run a command (below)
+//	{"call":"resume","resume":{"job":J,"offset":N}}
+//	                                  continue a detached exec's output (jobs.go)
 //	{"call":"list"}                   reply {"sessions":[Session...]}
 //	{"call":"kill","kill":{"names":[...],"all":false}}
 //	                                  reply {"killed":[...]}

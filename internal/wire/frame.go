@@ -60,7 +60,8 @@ var ErrFrameTooLarge = errors.New("frame over its bound")
 
 // Conn is one end of a connection: it reads and writes frames. Reads are
 // for one goroutine at a time; writes may come from several (each frame
-// is written whole, under a lock). The caller owns the net.Conn.
+// is written whole, under a lock). The caller owns the net.Conn. Its read
+// buffer is held only while it holds unread bytes (readbuf.go).
 type Conn struct {
 	// Version is the protocol version agreed at the handshake, set by
 	// the side that did it (0 before).
@@ -73,7 +74,7 @@ type Conn struct {
 }
 
 // NewConn wraps c.
-func NewConn(c net.Conn) *Conn { return &Conn{c: c, r: bufio.NewReaderSize(c, 64<<10)} }
+func NewConn(c net.Conn) *Conn { return &Conn{c: c} }
 
 // Net is the underlying connection.
 func (c *Conn) Net() net.Conn { return c.c }
@@ -87,7 +88,12 @@ type Header struct {
 // ReadHeader reads the next frame's header.
 func (c *Conn) ReadHeader() (Header, error) {
 	var h [5]byte
-	if _, err := io.ReadFull(c.r, h[:]); err != nil {
+	c.release()
+	var r io.Reader = c.c // waiting for the peer: no buffer held
+	if c.r != nil {
+		r = c.r
+	}
+	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Header{}, err
 	}
 	return Header{Type: h[0], Len: int(binary.BigEndian.Uint32(h[1:]))}, nil
@@ -101,11 +107,13 @@ func (c *Conn) ReadPayload(h Header, max int) ([]byte, error) {
 	// Grown as the bytes arrive: a peer that announces a large frame and
 	// stalls holds only what it sent.
 	b := make([]byte, 0, min(h.Len, 64<<10))
+	br := c.reader()
+	defer c.release()
 	for len(b) < h.Len {
 		if len(b) == cap(b) {
 			b = append(b, make([]byte, min(h.Len-len(b), cap(b)))...)[:len(b)]
 		}
-		n, err := io.ReadFull(c.r, b[len(b):min(cap(b), h.Len)])
+		n, err := io.ReadFull(br, b[len(b):min(cap(b), h.Len)])
 		b = b[:len(b)+n]
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -129,18 +137,24 @@ func (c *Conn) ReadFrame(max int) (byte, []byte, error) {
 
 // Write writes one frame. It returns how many bytes of the frame (header
 // included) were written, so that a writer cut off by a deadline can
-// finish the frame later (WriteRest) and keep the stream whole.
+// finish the frame later (WriteRest) and keep the stream whole: with an
+// error, frame is the whole frame (the caller's own).
 func (c *Conn) Write(typ byte, payload []byte) (frame []byte, n int, err error) {
 	if len(payload) > MaxControl {
 		return nil, 0, fmt.Errorf("a %q frame of %d bytes (at most %d): %w", typ, len(payload), MaxControl, ErrFrameTooLarge)
 	}
 	c.wm.Lock()
 	defer c.wm.Unlock()
-	frame = make([]byte, 5+len(payload))
+	buf := frameBuf(5 + len(payload)) // readbuf.go
+	frame = buf[:5+len(payload)]
 	frame[0] = typ
 	binary.BigEndian.PutUint32(frame[1:5], uint32(len(payload)))
 	copy(frame[5:], payload)
 	n, err = c.c.Write(frame)
+	if err != nil {
+		frame = append([]byte(nil), frame...) // the caller's to finish
+	}
+	putFrameBuf(buf)
 	return frame, n, err
 }
 

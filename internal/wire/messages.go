@@ -49,6 +49,8 @@ type Call struct {
 	Call string `json:"call"`
 	Exec *Exec  `json:"exec,omitempty"`
 	Kill *Kill  `json:"kill,omitempty"`
+	// Resume is a resume call's job and offset (jobs.go).
+	Resume *Resume `json:"resume,omitempty"`
 }
 
 // Exec is what to run, and where.
@@ -90,6 +92,9 @@ type Exec struct {
 	// first signal a timeout or cancel sends instead of SIGTERM.
 	GraceMs    int64 `json:"grace_ms,omitempty"`
 	StopSignal int   `json:"stop_signal,omitempty"`
+	// Detach keeps the command going if the client goes away, its
+	// output kept for a resume call (jobs.go).
+	Detach bool `json:"detach,omitempty"`
 	// Limits: the resource limits of the session this command creates
 	// (or of a oneshot's tree); for an existing session, a change made
 	// before the command runs. A positive value sets a limit (bytes,

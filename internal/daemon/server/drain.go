@@ -56,6 +56,7 @@ func (s *Server) drainCalls(bound time.Duration, hurry <-chan struct{}, signalle
 		}
 	}
 	s.mu.Unlock()
+	n += s.jobs.running() // detached commands whose client went away
 	log := s.opsLog().With("why", why)
 	if n == 0 {
 		log.Info("daemon stopping; no call under way")
@@ -83,6 +84,7 @@ func (s *Server) drainCalls(bound time.Duration, hurry <-chan struct{}, signalle
 // reset".
 func (s *Server) refuseStopping(nc net.Conn) {
 	s.ops.refusedStopping.Add(1)
+	s.ops.fleet.reject(rejectStopping)
 	nc.SetDeadline(time.Now().Add(wire.HandshakeBound))
 	wc := wire.NewConn(nc)
 	if typ, _, err := wc.ReadFrame(wire.MaxHello); err != nil || typ != wire.FrameHello {

@@ -47,12 +47,16 @@ const stdinQueue = 16
 type execCall struct {
 	c        *wire.Conn
 	stall    time.Duration
-	cancel   context.CancelCauseFunc // the command's context
-	escalate chan struct{}           // closed by a kill frame
+	cancel   func(error)   // cancels the command's context
+	escalate chan struct{} // closed by a kill frame
 	escOnce  sync.Once
 	done     chan struct{} // closed when the command has returned
 	stdin    chan []byte   // to the stdin writer; nil without stdin; closed by the receiver
 	next     chan next     // the receiver's last read: the next call's header
+	// onKill and onGone, if set (a detached job's reader: jobs.go),
+	// replace what a kill frame and the client's going away do: the
+	// job's kill, and the end of this reader alone (the command goes on).
+	onKill, onGone func()
 
 	// sendMu orders sends (one frame in flight) and guards the fields
 	// that follow. rest is what a stall cut off of the frame in flight.
@@ -120,9 +124,13 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 	if err != nil {
 		return direct, s.answer(c, wire.FrameError, wireErr(err))
 	}
+	if e.Detach {
+		return s.execDetached(c, peer, e, req)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	x := &execCall{c: c, stall: s.stall, cancel: cancel, escalate: make(chan struct{}), done: make(chan struct{}),
+	var clock stopClock
+	x := &execCall{c: c, stall: s.stall, cancel: clock.wrap(cancel), escalate: make(chan struct{}), done: make(chan struct{}),
 		next: make(chan next, 1)}
 	out := &chunkWriter{func(b []byte) error { return x.send(wire.FrameStdout, b) }}
 	req.Options.Stdout, req.Options.Stderr = out, out // one writer: merged, in order
@@ -141,6 +149,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 
 	res, err := s.d.Exec(ctx, peer, req)
 	s.count(e.Oneshot, res, err)
+	s.ops.fleet.stopped(res, req.Options.Timeout, &clock)
 	close(x.done)
 	if stdin != nil {
 		stdin.CloseWithError(io.ErrClosedPipe) // the writer drops what is left
@@ -183,13 +192,7 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 		}
 		return x.following, true
 	}
-	w := wire.FromResult(res.Result)
-	w.SetCwd(res.Cwd)
-	w.Limits, w.LimitsChanged = wire.LimitsOf(res.Limits), res.LimitsChanged
-	if res.StateNotSaved != nil {
-		w.StateNotSaved = res.StateNotSaved.Error()
-	}
-	if err := x.send(wire.FrameReply, mustJSON(w)); err != nil {
+	if err := x.send(wire.FrameReply, mustJSON(wireResult(res))); err != nil {
 		if errors.Is(err, errClientNotReading) {
 			s.cfg.Log.Warn("client read none of its command's output; result not sent", "session", what, "bound", s.stall)
 			x.finish(&wire.Error{Kind: wire.KindNotReading, Message: fmt.Sprintf("%v for %v: the result could not be sent", errClientNotReading, s.stall)})
@@ -197,6 +200,17 @@ func (s *Server) exec(c *wire.Conn, peer daemon.Peer, e *wire.Exec) (func() (wir
 		return nil, false
 	}
 	return x.following, true
+}
+
+// wireResult is the wire form of a command's result.
+func wireResult(res *daemon.ExecResult) *wire.Result {
+	w := wire.FromResult(res.Result)
+	w.SetCwd(res.Cwd)
+	w.Limits, w.LimitsChanged = wire.LimitsOf(res.Limits), res.LimitsChanged
+	if res.StateNotSaved != nil {
+		w.StateNotSaved = res.StateNotSaved.Error()
+	}
+	return w
 }
 
 // following returns the next call's header, as the receiver read it.
@@ -339,7 +353,11 @@ func (x *execCall) receive() {
 			}
 		case wire.FrameKill:
 			x.cancel(errClientKilled)
-			x.escOnce.Do(func() { close(x.escalate) })
+			if x.onKill != nil {
+				x.onKill()
+			} else {
+				x.escOnce.Do(func() { close(x.escalate) })
+			}
 		default:
 			bad = fmt.Sprintf("a %q frame (want stdin, end of file, cancel or kill)", h.Type)
 		}
@@ -356,6 +374,10 @@ func (x *execCall) gone() {
 	x.mu.Lock()
 	x.goneAt = time.Now()
 	x.mu.Unlock()
+	if x.onGone != nil {
+		x.onGone() // a detached job's reader: the command goes on
+		return
+	}
 	x.cancel(errClientGone)
 }
 

@@ -37,6 +37,7 @@ type ops struct {
 	hurry <-chan struct{} // SetDrain: closed to stop waiting
 
 	refusedStopping atomic.Int64 // connections told the daemon is stopping
+	fleet           fleetOps     // histograms and counters by reason: fleetmetrics.go
 
 	// mu guards the counters that follow, keyed by kind (session or
 	// oneshot) and outcome.
@@ -64,6 +65,7 @@ func (s *Server) count(oneshot bool, res *daemon.ExecResult, err error) {
 		kind = "oneshot"
 	}
 	o := &s.ops
+	o.fleet.command(kind, res, err)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.commands == nil {
@@ -217,6 +219,9 @@ type metric struct {
 type sample struct {
 	labels [][2]string
 	value  float64
+	// suffix follows the family's name: a histogram's _bucket, _sum and
+	// _count.
+	suffix string
 }
 
 // writeMetrics writes every metric of the daemon in the text format.
@@ -226,6 +231,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 		fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s %s\n", m.name, escapeHelp(m.help), m.name, m.typ)
 		for _, smp := range m.samples {
 			b.WriteString(m.name)
+			b.WriteString(smp.suffix)
 			if len(smp.labels) > 0 {
 				b.WriteByte('{')
 				for i, l := range smp.labels {
@@ -246,7 +252,8 @@ func (s *Server) metrics() []metric {
 	peer := daemon.Peer{UID: os.Getuid()}
 	byState := map[string]float64{"up": 0, "down": 0, "broken": 0, "recovering": 0}
 	busy := 0.0
-	if list, err := s.d.List(context.Background(), peer); err == nil {
+	list, err := s.d.List(context.Background(), peer)
+	if err == nil {
 		for _, si := range list {
 			byState[si.State]++
 			if si.Busy {
@@ -256,7 +263,7 @@ func (s *Server) metrics() []metric {
 	}
 	sessions := metric{name: "corral_sessions", typ: "gauge", help: "Recorded sessions by state (up, down, broken, recovering)."}
 	for _, st := range sortedKeys(byState) {
-		sessions.samples = append(sessions.samples, sample{[][2]string{{"state", st}}, byState[st]})
+		sessions.samples = append(sessions.samples, sample{labels: [][2]string{{"state", st}}, value: byState[st]})
 	}
 
 	o := &s.ops
@@ -269,12 +276,12 @@ func (s *Server) metrics() []metric {
 	}
 	slices.SortFunc(keys, func(a, b [2]string) int { return strings.Compare(a[0]+"\x00"+a[1], b[0]+"\x00"+b[1]) })
 	for _, k := range keys {
-		commands.samples = append(commands.samples, sample{[][2]string{{"kind", k[0]}, {"outcome", k[1]}}, float64(o.commands[k])})
+		commands.samples = append(commands.samples, sample{labels: [][2]string{{"kind", k[0]}, {"outcome", k[1]}}, value: float64(o.commands[k])})
 	}
 	byKind := func(name, help string, m map[string]int64) metric {
 		out := metric{name: name, typ: "counter", help: help}
 		for _, kind := range []string{"oneshot", "session"} {
-			out.samples = append(out.samples, sample{[][2]string{{"kind", kind}}, float64(m[kind])})
+			out.samples = append(out.samples, sample{labels: [][2]string{{"kind", kind}}, value: float64(m[kind])})
 		}
 		return out
 	}
@@ -303,11 +310,11 @@ func (s *Server) metrics() []metric {
 		}
 	}
 	one := func(name, typ, help string, v float64) metric {
-		return metric{name: name, typ: typ, help: help, samples: []sample{{nil, v}}}
+		return metric{name: name, typ: typ, help: help, samples: []sample{{value: v}}}
 	}
-	return []metric{
+	return append([]metric{
 		{name: "corral_build_info", typ: "gauge", help: "The daemon's build: always 1.",
-			samples: []sample{{[][2]string{{"version", version}, {"revision", rev}, {"goversion", runtime.Version()}}, 1}}},
+			samples: []sample{{labels: [][2]string{{"version", version}, {"revision", rev}, {"goversion", runtime.Version()}}, value: 1}}},
 		one("corral_start_time_seconds", "gauge", "When the daemon started, in seconds since the epoch.", float64(s.d.Started().UnixNano())/1e9),
 		one("corral_ready", "gauge", "1 when the daemon takes calls (as /readyz), else 0.", b2f(ready)),
 		one("corral_draining", "gauge", "1 from the moment the daemon began to stop.", b2f(stopping)),
@@ -318,7 +325,7 @@ func (s *Server) metrics() []metric {
 		one("corral_connections_refused_stopping_total", "counter", "Connections told that the daemon is stopping.", float64(o.refusedStopping.Load())),
 		one("corral_recovery_seconds", "gauge", "How long start-up recovery of the recorded sessions took (NaN until it is over).", recovery),
 		one("corral_orphans_reaped_total", "counter", "Orphaned trees (oneshots of a daemon that died, corral runs whose owner was killed) killed.", float64(s.d.OrphansReaped())),
-	}
+	}, s.fleetMetrics(len(list))...)
 }
 
 func b2f(b bool) float64 {

@@ -64,7 +64,8 @@ type Server struct {
 	accept sync.WaitGroup // the accept loop
 	once   sync.Once
 
-	ops ops // health, metrics and drain: health.go, drain.go
+	ops  ops  // health, metrics and drain: health.go, drain.go
+	jobs jobs // detached commands: jobs.go
 }
 
 // conn is one client connection; busy while a call runs on it (guarded by
@@ -114,7 +115,12 @@ func Open(cfg Config) (*Server, error) {
 		}
 	}
 	sock := wire.SocketPath(cfg.StateDir)
-	lis, err := unixsock.Listen(sock)
+	lis, err := activated(sock) // a socket unit's (activation_unix.go)
+	if err == nil && lis != nil {
+		cfg.Log.Info("serving the socket the service manager passed (socket activation)", "socket", sock)
+	} else if err == nil {
+		lis, err = unixsock.Listen(sock)
+	}
 	if errors.Is(err, unixsock.ErrInUse) {
 		err = daemon.Running(cfg.StateDir, err)
 	}
@@ -338,7 +344,7 @@ func (s *Server) serve(c *conn, nc net.Conn, peer *daemon.Peer) {
 		}
 		if err := s.stillValid(nc); err != nil {
 			s.end(c)
-			s.refused(nc.RemoteAddr(), string(tlsdir.RefusalReason(err)), err, "identity", p.Name)
+			s.refused(nc.RemoteAddr(), rejectLabel(tlsdir.RefusalReason(err)), string(tlsdir.RefusalReason(err)), err, "identity", p.Name)
 			wc.WriteError(&wire.Error{Kind: wire.KindPermission, Message: fmt.Sprintf("%s: %v", p, err)})
 			return
 		}
@@ -428,6 +434,7 @@ func (s *Server) handshake(c *wire.Conn, known *daemon.Peer) (daemon.Peer, bool)
 		peer = daemon.Peer{UID: uid}
 	}
 	if err := s.d.Authorize(peer); err != nil {
+		s.ops.fleet.reject(rejectOtherUID)
 		c.WriteError(wireErr(err))
 		return daemon.Peer{}, false
 	}
@@ -468,6 +475,7 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 	ctx := context.Background()
 	reply := func(v any, err error) (func() (wire.Header, error), bool) {
 		if err != nil {
+			s.ops.fleet.refusedCall(err)
 			return direct, s.answer(c, wire.FrameError, wireErr(err))
 		}
 		return direct, s.answer(c, wire.FrameReply, v)
@@ -508,8 +516,10 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 			StartedUnix: st.Started.Unix(), Isolation: string(st.Isolation)}, err)
 	case wire.CallStop:
 		return reply(struct{}{}, s.d.Stop(ctx, peer))
+	case wire.CallResume:
+		return s.resume(c, peer, call.Resume)
 	}
-	return reply(nil, fmt.Errorf("%w: unknown call %q (want exec, list, kill, status or stop)", daemon.ErrBadRequest, call.Call))
+	return reply(nil, fmt.Errorf("%w: unknown call %q (want exec, resume, list, kill, status or stop)", daemon.ErrBadRequest, call.Call))
 }
 
 // answer writes a call's last frame, waiting at most the send-stall bound
