@@ -22,7 +22,10 @@
 // moved the environments out; 2 -> 3 renamed each record's "keeper" (the
 // name left from when a keeper process held each shell) to "tree", and a
 // keeper process's "socket" to "keeper_socket". A database from a newer
-// corral is refused (ErrNewerSchema) rather than misread.
+// corral is refused (ErrNewerSchema) rather than misread. Terminal
+// sessions (kind.go) added the optional "kind" and "term" fields to
+// schema 3; a record without them is an exec session's, so no migration
+// was needed.
 package store
 
 import (
@@ -145,6 +148,11 @@ type Session struct {
 	// every shell it starts (nil: none). An optional field of schema 3:
 	// records without it have no limits, so no migration is needed.
 	Limits *corral.Limits `json:"limits,omitempty"`
+	// Kind is what the session is: KindExec ("" in records written
+	// before terminal sessions) or KindTerminal, whose Term says what it
+	// runs (see kind.go). Optional fields of schema 3, as Limits.
+	Kind Kind  `json:"kind,omitempty"`
+	Term *Term `json:"term,omitempty"`
 }
 
 // Store is an open database. Its methods are safe for concurrent use.
