@@ -49,6 +49,7 @@ type Call struct {
 	Call string `json:"call"`
 	Exec *Exec  `json:"exec,omitempty"`
 	Kill *Kill  `json:"kill,omitempty"`
+	Term *Term  `json:"term,omitempty"` // the terminal calls (term.go)
 }
 
 // Exec is what to run, and where.
@@ -139,6 +140,10 @@ type Session struct {
 	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
 	Pids        *int64 `json:"pids,omitempty"`
 	Accounting  string `json:"accounting,omitempty"`
+	// Kind is exec or terminal (absent from older daemons: exec); Term
+	// describes a terminal session (term.go).
+	Kind string    `json:"kind,omitempty"`
+	Term *TermInfo `json:"term,omitempty"`
 }
 
 // Sessions is the reply to List.
