@@ -108,8 +108,8 @@ type TermOpenRequest struct {
 	Cols, Rows int
 	// SizePolicy is one of the Size constants ("": SizeTyped).
 	SizePolicy string
-	// Existing makes an existing terminal session of that name no error
-	// (attach): it is opened again if it is down, else left as it is.
+	// Existing makes a terminal session of that name that is open
+	// already no error (attach): it is left as it is.
 	Existing bool
 }
 
@@ -152,8 +152,10 @@ func checkTermOpen(r *TermOpenRequest) error {
 
 // TermOpen opens the terminal session req names: a new one (its record
 // written, then its holder started, its identity recorded before it
-// runs), or, with req.Existing, an existing one (started again in its
-// saved cwd and environment if it is down).
+// runs), or one that is down (its saved command started afresh in its
+// saved cwd, environment and size: what req says of them is not used).
+// A session that is open already is an error unless req.Existing (then
+// it is left as it is).
 func (d *Daemon) TermOpen(ctx context.Context, p Peer, req TermOpenRequest) (*TermInfo, error) {
 	if err := d.authorizeChange(p, "open terminal sessions"); err != nil {
 		return nil, err
@@ -204,10 +206,11 @@ func (d *Daemon) TermOpen(ctx context.Context, p Peer, req TermOpenRequest) (*Te
 		return nil, err
 	case store.KindOf(rec) != store.KindTerminal:
 		return nil, badRequest(fmt.Errorf("session %s is an exec session, not a terminal session (pick another name, or corral kill %s first)", req.Name, req.Name))
-	case !req.Existing:
-		return nil, badRequest(fmt.Errorf("terminal session %s exists already (corral attach %s joins it; corral kill %s ends it)", req.Name, req.Name, req.Name))
 	}
 	if ts := d.terms.get(req.Name); ts != nil {
+		if !req.Existing {
+			return nil, badRequest(fmt.Errorf("terminal session %s is open already (corral attach %s joins it; corral kill %s ends it)", req.Name, req.Name, req.Name))
+		}
 		ts.mu.Lock()
 		cols, rows := ts.cols, ts.rows
 		ts.mu.Unlock()
