@@ -374,7 +374,6 @@ func termResizeCommand() *cobra.Command {
 	return c
 }
 
-
 // lsKind adds a session's kind to its ls --json entry, and for a
 // terminal session its command, size and holder.
 func lsKind(e map[string]any, s client.Session) {
