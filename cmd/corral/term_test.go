@@ -357,3 +357,139 @@ func TestTermRebootRestarts(t *testing.T) {
 		t.Errorf("after the restart: %+v", s)
 	}
 }
+
+// screenSize is the session's window size as term screen --json says.
+func (e *daemonEnv) screenSize(name string) string {
+	e.t.Helper()
+	var js map[string]any
+	json.Unmarshal([]byte(e.must("term", "screen", name, "--json")), &js)
+	return fmt.Sprintf("%vx%v", js["cols"], js["rows"])
+}
+
+// attachAs attaches a client of the given size and reads its redraw.
+func attachAs(t *testing.T, c *client.Client, name string, cols, rows int) *client.TermAttachment {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a, err := c.TermAttach(ctx, name, client.TermAttachOptions{Cols: cols, Rows: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	go io.Copy(io.Discard, a)
+	return a
+}
+
+// waitSize waits until the session's window is want.
+func (e *daemonEnv) waitSize(name, want, why string) {
+	e.t.Helper()
+	got := ""
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = e.screenSize(name); got == want {
+			return
+		}
+	}
+	e.t.Fatalf("%s: the window is %s, want %s", why, got, want)
+}
+
+// TestTermSizePolicies: by default the window takes the size of the
+// most recent client that typed; smallest and largest follow the
+// attached clients; fixed changes only with term resize. The program
+// sees each size (stty size in it).
+func TestTermSizePolicies(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "typed", "--size", "50x10", "--", "sh")
+	c, err := client.Dial(context.Background(), e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := attachAs(t, c, "typed", 100, 30)
+	e.waitSize("typed", "100x30", "a client attached")
+	b := attachAs(t, c, "typed", 70, 20)
+	e.waitSize("typed", "70x20", "a second client attached")
+	a.Write([]byte("stty size\r"))
+	e.waitSize("typed", "100x30", "the first client typed")
+	e.must("term", "wait", "typed", "--text", "^30 100", "--timeout", "10s")
+	b.Write([]byte(" "))
+	e.waitSize("typed", "70x20", "the second client typed")
+
+	e.must("term", "open", "small", "--size-policy", "smallest", "--", "sh")
+	attachAs(t, c, "small", 120, 20)
+	attachAs(t, c, "small", 90, 40)
+	e.waitSize("small", "90x20", "smallest of 120x20 and 90x40")
+
+	e.must("term", "open", "big", "--size-policy", "largest", "--", "sh")
+	attachAs(t, c, "big", 120, 20)
+	d := attachAs(t, c, "big", 90, 40)
+	e.waitSize("big", "120x40", "largest of 120x20 and 90x40")
+	d.Close()
+	e.waitSize("big", "120x20", "the 90x40 client left")
+
+	e.must("term", "open", "fixed", "--size-policy", "fixed", "--size", "60x15", "--", "sh")
+	f := attachAs(t, c, "fixed", 120, 40)
+	f.Write([]byte(" "))
+	time.Sleep(300 * time.Millisecond)
+	if got := e.screenSize("fixed"); got != "60x15" {
+		t.Errorf("a fixed window took a client's size: %s", got)
+	}
+	e.must("term", "resize", "fixed", "61x16")
+	e.waitSize("fixed", "61x16", "term resize of a fixed window")
+}
+
+// TestTermHolderDeathAndOrphans: a holder that dies makes its session
+// down and takes its program with it; after a daemon kill, a holder that
+// is ours by its identity but no longer serves its session (its socket
+// gone) is an orphan: the next daemon kills it and its program, and
+// leaves the session down, to be opened again.
+func TestTermHolderDeathAndOrphans(t *testing.T) {
+	e := newDaemonEnv(t)
+	pids := func(name string) (int, int) {
+		var info []map[string]any
+		json.Unmarshal([]byte(e.must("ls", "--json")), &info)
+		for _, s := range info {
+			if s["name"] == name {
+				h, _ := s["holder_pid"].(float64)
+				p, _ := s["shell_pid"].(float64)
+				return int(h), int(p)
+			}
+		}
+		return 0, 0
+	}
+	e.must("term", "open", "dies", "--", "sleep", "600")
+	h, p := pids("dies")
+	if h == 0 || p == 0 {
+		t.Fatalf("no holder or program: %d %d", h, p)
+	}
+	syscall.Kill(h, syscall.SIGKILL) // ours: the daemon we started started it
+	if !waitGone(p, 10*time.Second) {
+		t.Fatalf("the program %d outlived its holder", p)
+	}
+	for deadline := time.Now().Add(10 * time.Second); e.ls()["dies"].State != "down"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after its holder died: %+v", e.ls()["dies"])
+		}
+	}
+
+	e.must("term", "open", "orphan", "--", "sleep", "600")
+	h, p = pids("orphan")
+	e.killDaemon()
+	if err := os.Remove(filepath.Join(e.state, "sessions", "orphan", "sock")); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.ls()["orphan"]; s.State != "down" { // the next daemon
+		t.Errorf("an orphaned holder's session: %+v", s)
+	}
+	for _, pid := range []int{h, p} {
+		if !waitGone(pid, 10*time.Second) {
+			t.Errorf("%d of the orphaned holder's tree outlived the next daemon's start", pid)
+		}
+	}
+	if log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log")); !strings.Contains(string(log), "orphaned terminal holder") {
+		t.Errorf("the orphan's kill is not logged:\n%s", log)
+	}
+	e.must("term", "open", "orphan")
+	if s := e.ls()["orphan"]; s.State != "up" {
+		t.Errorf("reopened: %+v", s)
+	}
+}
