@@ -493,3 +493,68 @@ func TestTermHolderDeathAndOrphans(t *testing.T) {
 		t.Errorf("reopened: %+v", s)
 	}
 }
+
+// TestAttachInATerminal: corral attach in a real terminal (a tmux pane
+// as the outer terminal) creates the session, draws it, sends what is
+// typed; ctrl-\ detaches (status 0) and undoes the modes the program
+// set on the outer terminal (the alternate screen); a second attach
+// redraws the same screen; the program's exit ends attach with its
+// status.
+func TestAttachInATerminal(t *testing.T) {
+	e := newDaemonEnv(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: apt-get install tmux")
+	}
+	dir := testproc.TempDir(t)
+	sock, conf := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf")
+	os.WriteFile(conf, []byte("set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g escape-time 0\n"), 0o600)
+	tmux := func(args ...string) string {
+		cmd := exec.Command("tmux", append([]string{"-S", sock, "-f", conf}, args...)...)
+		cmd.Env = append(testproc.Env(e.mark), "TMUX=", "LANG=C.UTF-8", "LC_ALL=C.UTF-8")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	attach := fmt.Sprintf("CORRAL_STATE_DIR=%s %s attach work -- env PS1='$ ' sh; echo \"rc=$?\"; exec sleep 600", e.state, corralBin)
+	tmux("new-session", "-d", "-s", "s", "-x", "80", "-y", "24", "sh", "-c", attach)
+	t.Cleanup(func() { tmux("kill-server") })
+	pane := func(want, why string) string {
+		t.Helper()
+		var got string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got = tmux("capture-pane", "-p", "-t", "s"); regexp.MustCompile(want).MatchString(got) {
+				return got
+			}
+		}
+		t.Fatalf("%s: %q never showed in the outer terminal:\n%s", why, want, got)
+		return ""
+	}
+	pane(`(?m)^\$`, "the attached shell's prompt")
+	tmux("send-keys", "-t", "s", "echo typed-$((1+1))", "Enter")
+	pane(`(?m)^typed-2`, "what was typed")
+	// The program turns the alternate screen on; detaching turns it off.
+	tmux("send-keys", "-t", "s", `printf '\033[?1049h'; echo in-alt`, "Enter")
+	pane(`(?m)^in-alt`, "the alternate screen")
+	if got := strings.TrimSpace(tmux("display", "-p", "-t", "s", "#{alternate_on}")); got != "1" {
+		t.Fatalf("the outer terminal's alternate screen is %q while attached", got)
+	}
+	tmux("send-keys", "-t", "s", `C-\`)
+	pane(`(?m)^rc=0`, "attach's status after a detach")
+	if got := strings.TrimSpace(tmux("display", "-p", "-t", "s", "#{alternate_on}")); got != "0" {
+		t.Errorf("after the detach the outer terminal's alternate screen is %q: the mode leaked", got)
+	}
+	if s := e.ls()["work"]; s.State != "up" {
+		t.Fatalf("after the detach: %+v", s)
+	}
+	// Reattach from a new pane: the same screen at once.
+	e.must("term", "send", "work", `printf '\033[?1049l'; clear; echo back-again`)
+	e.must("term", "send", "work", "--keys", "Enter")
+	e.must("term", "wait", "work", "--text", "^back-again", "--timeout", "10s")
+	again := fmt.Sprintf("CORRAL_STATE_DIR=%s %s attach work; echo \"rc=$?\"; exec sleep 600", e.state, corralBin)
+	tmux("respawn-pane", "-k", "-t", "s", "sh", "-c", again)
+	pane(`(?m)^back-again`, "the redraw on reattach")
+	tmux("send-keys", "-t", "s", "exit 3", "Enter")
+	pane(`(?m)^rc=3`, "attach's status after the program's exit")
+}
