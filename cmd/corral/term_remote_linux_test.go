@@ -1,0 +1,67 @@
+//go:build linux
+
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRemoteTerminal: terminal sessions over mutual TLS from another
+// network namespace, with the same verbs; a read-only identity may list
+// them and read and wait on their screens, but not open, type into,
+// resize or kill one.
+func TestRemoteTerminal(t *testing.T) {
+	e := newRemoteEnv(t)
+	if out, errs, rc := e.remote(e.ca, "term", "open", "rt", "--cwd", "/tmp", "--env", "PS1=$ ", "--", "sh"); rc != 0 {
+		t.Fatalf("remote term open: rc %d %q %s\n%s", rc, out, errs, e.readLog())
+	}
+	if _, errs, rc := e.remote(e.ca, "term", "open", "rel", "--cwd", "tmp", "--", "sh"); rc != 2 || !strings.Contains(errs, "absolute path") {
+		t.Errorf("a relative --cwd for a remote daemon: rc %d %q", rc, errs)
+	}
+	for _, args := range [][]string{
+		{"term", "wait", "rt", "--text", `^\$`, "--timeout", "10s"},
+		{"term", "send", "rt", `echo "at $PWD"`},
+		{"term", "send", "rt", "--keys", "Enter"},
+		{"term", "wait", "rt", "--text", "^at /tmp", "--timeout", "10s"},
+		{"term", "resize", "rt", "90x20"},
+	} {
+		if out, errs, rc := e.remote(e.ca, args...); rc != 0 {
+			t.Fatalf("remote %v: rc %d %q %s", args, rc, out, errs)
+		}
+	}
+	if out, errs, rc := e.remote(e.ca, "term", "screen", "rt"); rc != 0 || !strings.Contains(out, "at /tmp") {
+		t.Fatalf("remote term screen: rc %d %q %s", rc, out, errs)
+	}
+	viewer := filepath.Join(t.TempDir(), "viewer")
+	if out, rc := e.runLocal("tls", "issue", e.ca, "--client", "viewer", "--read-only", "--out", viewer); rc != 0 {
+		t.Fatal(out)
+	}
+	if out, errs, rc := e.remote(viewer, "ls"); rc != 0 || !strings.Contains(out, "terminal") {
+		t.Errorf("read-only ls: rc %d %q %s", rc, out, errs)
+	}
+	if out, errs, rc := e.remote(viewer, "term", "screen", "rt"); rc != 0 || !strings.Contains(out, "at /tmp") {
+		t.Errorf("read-only term screen: rc %d %q %s", rc, out, errs)
+	}
+	if _, errs, rc := e.remote(viewer, "term", "wait", "rt", "--idle", "100ms", "--timeout", "10s"); rc != 0 {
+		t.Errorf("read-only term wait: rc %d %s", rc, errs)
+	}
+	for _, args := range [][]string{
+		{"term", "open", "v", "--cwd", "/tmp", "--", "sh"},
+		{"term", "send", "rt", "echo ran"},
+		{"term", "resize", "rt", "50x10"},
+		{"kill", "rt"},
+	} {
+		out, errs, rc := e.remote(viewer, args...)
+		if rc == 0 || !strings.Contains(errs, `identity "viewer" is read-only`) {
+			t.Errorf("read-only %v: rc %d %q %q", args, rc, out, errs)
+		}
+	}
+	if scr := e.must("term", "screen", "rt"); strings.Contains(scr, "ran") {
+		t.Errorf("a read-only client typed into the session:\n%s", scr)
+	}
+	if m := e.ls(); len(m) != 1 || m["rt"].State != "up" {
+		t.Errorf("after the read-only client: %v", m)
+	}
+}
