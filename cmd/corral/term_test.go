@@ -558,3 +558,26 @@ func TestAttachInATerminal(t *testing.T) {
 	tmux("send-keys", "-t", "s", "exit 3", "Enter")
 	pane(`(?m)^rc=3`, "attach's status after the program's exit")
 }
+
+// TestTermDaemonStopKeepsSessions: daemon stop lets the holders go on,
+// and the next daemon takes each over: same holder, same program, same
+// screen.
+func TestTermDaemonStopKeepsSessions(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "keep", "--", "sh", "-c", "echo kept-screen; exec sleep 600")
+	e.must("term", "wait", "keep", "--text", "kept-screen", "--timeout", "10s")
+	before := e.ls()["keep"]
+	e.must("daemon", "stop")
+	if !testproc.Alive(before.ShellPid) {
+		t.Fatal("daemon stop ended the terminal session's program")
+	}
+	if after := e.ls()["keep"]; after.State != "up" || after.ShellPid != before.ShellPid {
+		t.Fatalf("after a restart: %+v, before %+v", after, before)
+	}
+	if out := e.must("term", "screen", "keep"); !strings.HasPrefix(out, "kept-screen\n") {
+		t.Errorf("the screen after a restart: %q", out)
+	}
+	if log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log")); !strings.Contains(string(log), "took over terminal holder") {
+		t.Errorf("no take-over logged:\n%s", log)
+	}
+}
