@@ -581,3 +581,33 @@ func TestTermDaemonStopKeepsSessions(t *testing.T) {
 		t.Errorf("no take-over logged:\n%s", log)
 	}
 }
+
+// TestTermStoppedHolderIsNotKilled: a holder that is ours but does not
+// answer (SIGSTOPped) when a new daemon starts is not an orphan to kill
+// on a doubt: its session is broken, the holder left alone, until a kill.
+func TestTermStoppedHolderIsNotKilled(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "st", "--", "sleep", "600")
+	var info []map[string]any
+	json.Unmarshal([]byte(e.must("ls", "--json")), &info)
+	holder := int(info[0]["holder_pid"].(float64))
+	e.killDaemon()
+	syscall.Kill(holder, syscall.SIGSTOP) // ours: started by our daemon
+	defer syscall.Kill(holder, syscall.SIGCONT)
+	var s lsEntry
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if s = e.ls()["st"]; s.State == "broken" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if s.State != "broken" || !testproc.Alive(holder) {
+		t.Fatalf("a stopped holder after a restart: %+v, alive %v", s, testproc.Alive(holder))
+	}
+	if _, errs, rc := e.run("term", "screen", "st"); rc == 0 || !strings.Contains(errs, "broken") {
+		t.Errorf("screen of a broken session: %d %q", rc, errs)
+	}
+	e.must("kill", "st")
+	if !waitGone(holder, 10*time.Second) {
+		t.Error("kill left the stopped holder")
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/corral-dev/corral"
@@ -405,6 +406,16 @@ func (d *Daemon) recoverTerm(name string, rec *store.Session) {
 			d.cfg.Log.Info("took over terminal holder", "session", name, "pid", id.Pid)
 			return
 		}
+		if derr != nil && !notServing(derr) {
+			// It may be fine (stopped, slow, its directory changed
+			// under it): nothing is signalled on a doubt. The session is
+			// broken until a kill, or an open that reaps it.
+			tree.Release()
+			reason := fmt.Sprintf("its holder %d is alive but cannot be reached: %v", id.Pid, derr)
+			d.store.Update(name, func(r *store.Session) error { r.State, r.Reason = store.Broken, reason; return nil })
+			d.cfg.Log.Warn("terminal session broken: refused to take over its holder", "session", name, "pid", id.Pid, "err", derr)
+			return
+		}
 		if derr == nil {
 			derr = fmt.Errorf("holder %d serves there, not the recorded %d", tm.HolderPid(), id.Pid)
 		}
@@ -419,6 +430,12 @@ func (d *Daemon) recoverTerm(name string, rec *store.Session) {
 		return
 	}
 	d.cfg.Log.Info("terminal session down", "session", name)
+}
+
+// notServing reports whether a Dial's error proves that no holder serves
+// the session's directory: its socket is gone, or nothing listens on it.
+func notServing(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // killTerm ends a terminal session's whole tree (the caller holds the
