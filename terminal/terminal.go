@@ -24,6 +24,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/corral-dev/corral"
@@ -162,6 +163,14 @@ func Open(ctx context.Context, dir string, cfg Config) (*Term, error) {
 			return nil, fmt.Errorf("open terminal session: find the holder: %w", err)
 		}
 		argv = []string{exe, "holder"}
+	}
+	if strings.ContainsRune(argv[0], filepath.Separator) && !filepath.IsAbs(argv[0]) {
+		// The holder runs in /: a relative path is ours, not its.
+		abs, err := filepath.Abs(argv[0])
+		if err != nil {
+			return nil, fmt.Errorf("open terminal session: the holder %s: %w", argv[0], err)
+		}
+		argv = append([]string{abs}, argv[1:]...)
 	}
 	log, err := os.OpenFile(filepath.Join(dir, "holder.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|oNoFollow, 0o600)
 	if err != nil {

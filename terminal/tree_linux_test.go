@@ -91,3 +91,20 @@ func TestHolderIsAContainedTree(t *testing.T) {
 		t.Fatalf("Open with a failing OnHolderStart: %v, want ErrHook", err)
 	}
 }
+
+// TestRelativeHolderPath: a holder named by a path relative to this
+// process's directory is found, though the holder runs in /.
+func TestRelativeHolderPath(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	dir := testproc.TempDir(t)
+	t.Chdir(filepath.Dir(os.Args[0]))
+	rel := "./" + filepath.Base(os.Args[0])
+	tm, err := Open(ctx10(t), filepath.Join(dir, "sess"), Config{Path: "/bin/sh", Holder: []string{rel},
+		HolderEnv: append(testproc.Env(mark), holderEnv+"=1"), Env: progEnv(mark)})
+	if err != nil {
+		t.Fatalf("a holder at %s: %v", rel, err)
+	}
+	if _, err := tm.Close(ctx10(t)); err != nil {
+		t.Fatal(err)
+	}
+}
