@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,10 @@ func TestHolderIsAContainedTree(t *testing.T) {
 	prog := tm.Program()
 	if prog == nil || !testproc.Alive(prog.Pid) {
 		t.Fatalf("no live program: %+v", prog)
+	}
+	t.Logf("holder contained by %s %s, program by %s %s", recorded.Isolation, recorded.Cgroup, prog.Isolation, prog.Cgroup)
+	if recorded.Isolation == corral.IsolationCgroup && !strings.HasPrefix(prog.Cgroup, recorded.Cgroup+"/") {
+		t.Errorf("the program's cgroup %s is not inside its holder's %s", prog.Cgroup, recorded.Cgroup)
 	}
 	waitText(t, tm, `^\$`)
 	// The whole tree: the holder's tree stopped, the program goes too.
