@@ -151,6 +151,12 @@ func TestTermVerbsMatchTmux(t *testing.T) {
 	if s := e.ls()["sh"]; s.State != "exited" {
 		t.Errorf("after the exit ls says %+v", s)
 	}
+	if _, errs, rc := e.run("term", "open", "sh"); rc != 2 || !strings.Contains(errs, "exited (status 7)") {
+		t.Errorf("term open of an exited session: %d %q", rc, errs)
+	}
+	if out := e.must("term", "screen", "sh"); !strings.Contains(out, "exit 7") {
+		t.Errorf("the exited program's last screen: %q", out)
+	}
 }
 
 // TestTermBadInputs: each bad input is refused with an error that says

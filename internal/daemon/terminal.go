@@ -210,6 +210,13 @@ func (d *Daemon) TermOpen(ctx context.Context, p Peer, req TermOpenRequest) (*Te
 	}
 	if ts := d.terms.get(req.Name); ts != nil {
 		if !req.Existing {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := ts.term.Status(sctx)
+			cancel()
+			if err == nil && st.Exited {
+				return nil, badRequest(fmt.Errorf("terminal session %s: its program exited (status %d); its last screen is kept until corral kill %s, after which term open starts it again",
+					req.Name, st.ExitCode, req.Name))
+			}
 			return nil, badRequest(fmt.Errorf("terminal session %s is open already (corral attach %s joins it; corral kill %s ends it)", req.Name, req.Name, req.Name))
 		}
 		ts.mu.Lock()
