@@ -617,3 +617,62 @@ func TestTermStoppedHolderIsNotKilled(t *testing.T) {
 		t.Error("kill left the stopped holder")
 	}
 }
+
+// TestTermStalledClientStallsNoOne: through the daemon, an attached
+// client that reads nothing while the program floods its terminal slows
+// neither the program nor another attached client nor the daemon's other
+// calls.
+func TestTermStalledClientStallsNoOne(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "flood", "--", "sh", "-c", "read x; exec yes flooding-the-terminal")
+	c, err := client.Dial(context.Background(), e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stalled, err := c.TermAttach(ctx, "flood", client.TermAttachOptions{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	live, err := c.TermAttach(ctx, "flood", client.TermAttachOptions{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	e.must("term", "send", "flood", "--keys", "Enter")
+	// Far more than every buffer between the program and the stalled
+	// client (the holder's 1 MiB queue, two sockets) must reach the live
+	// one while the stalled one reads nothing.
+	const want = 32 << 20
+	buf := make([]byte, 64<<10)
+	got := 0
+	start := time.Now()
+	for got < want {
+		n, err := live.Read(buf)
+		got += n
+		if err != nil {
+			t.Fatalf("the live client after %d bytes: %v", got, err)
+		}
+		if time.Since(start) > 40*time.Second {
+			t.Fatalf("the live client got only %d bytes in 40s beside a stalled one", got)
+		}
+	}
+	t.Logf("%d MiB to the live client in %v beside a stalled one", got>>20, time.Since(start).Round(time.Millisecond))
+	// The daemon answers other calls meanwhile.
+	if out := e.must("term", "screen", "flood"); !strings.Contains(out, "flooding-the-terminal") {
+		t.Errorf("screen during the flood: %q", out)
+	}
+	// The stalled client, once it reads, catches up from a redraw.
+	var seen strings.Builder
+	for !strings.Contains(seen.String(), "flooding-the-terminal") {
+		n, err := stalled.Read(buf)
+		seen.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("the stalled client: %v", err)
+		}
+	}
+	e.must("kill", "flood")
+}
