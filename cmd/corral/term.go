@@ -32,7 +32,7 @@ does: open it, send text or keys, read the screen, wait for text, quiet or
 the program's exit. corral attach joins one from a terminal.`
 
 const termExamples = `  corral term open repl -- python3              # a detached session running python3
-  corral term wait repl --text '>>> $' --timeout 10s
+  corral term wait repl --text '^>>>' --timeout 10s
   corral term send repl 'print(6*7)' ; corral term send repl --keys Enter
   corral term wait repl --idle 300ms ; corral term screen repl
   corral term send repl --keys C-d ; corral term wait repl --exit    # its exit status
@@ -281,11 +281,12 @@ func termWaitCommand(stdout io.Writer) *cobra.Command {
 		Use:   "wait NAME [--text REGEX] [--idle DUR] [--exit] [--timeout DUR]",
 		Short: "Wait until the screen matches, the output goes quiet, or the program exits",
 		Long: `Wait returns as soon as the first of what it is given happens: the screen
-matches REGEX (Go syntax; ^ and $ match at each row), no output came for
-DUR, or (--exit) the program exited. Exit status: 0 when it matched or went
+matches REGEX (Go syntax; ^ and $ match at each row, whose trailing blanks
+are trimmed: a prompt "$ " is matched by '^\$ ?$'), no output came for
+DUR, or (--exit) the program exited; a match is printed. Exit status: 0 when it matched or went
 quiet, the program's own status with --exit when it exited, 124 when
 --timeout passed first.`,
-		Example: `  corral term wait repl --text '>>> $' --timeout 10s
+		Example: `  corral term wait repl --text '^>>>' --timeout 10s
   corral term wait build --idle 2s --timeout 5m
   corral term wait build --exit; echo "make exited $?"`,
 		Args:              cobra.ExactArgs(1),

@@ -52,7 +52,7 @@ func (s *Server) addTermTools(m *mcp.Server) {
 	mcp.AddTool(m, &mcp.Tool{Name: "term_screen", InputSchema: inputSchema[TermScreenInput](), Description: "The current screen of a " +
 		"terminal session as text, with its size, cursor, title, whether the alternate screen is on, and the program's exit status once it exited."}, s.termScreen)
 	mcp.AddTool(m, &mcp.Tool{Name: "term_wait", InputSchema: inputSchema[TermWaitInput](), Description: "Wait until a terminal session's " +
-		"screen matches text (a regular expression; ^ and $ match at each row), its output is quiet for idle_ms, or (exit) its program " +
+		"screen matches text (a regular expression; ^ and $ match at each row, trailing blanks trimmed), its output is quiet for idle_ms, or (exit) its program " +
 		"exits; at most timeout_ms (default 10000, max 55000: call again to wait longer). Returns why, and the screen."}, s.termWait)
 }
 
