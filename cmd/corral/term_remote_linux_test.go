@@ -3,9 +3,13 @@
 package main
 
 import (
+	"bufio"
+	"io"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestRemoteTerminal: terminal sessions over mutual TLS from another
@@ -63,5 +67,76 @@ func TestRemoteTerminal(t *testing.T) {
 	}
 	if m := e.ls(); len(m) != 1 || m["rt"].State != "up" {
 		t.Errorf("after the read-only client: %v", m)
+	}
+}
+
+// TestRemoteAttach: corral attach over mutual TLS from another network
+// namespace, in a terminal (script(1) gives it one): the screen is drawn,
+// what is typed reaches the program, ctrl-\ detaches with status 0.
+func TestRemoteAttach(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Skip("script (util-linux) is not installed")
+	}
+	e := newRemoteEnv(t)
+	if out, errs, rc := e.remote(e.ca, "term", "open", "ra", "--cwd", "/tmp", "--env", "PS1=$ ", "--", "sh"); rc != 0 {
+		t.Fatalf("remote term open: rc %d %q %s", rc, out, errs)
+	}
+	attach := strings.Join([]string{corralBin, "attach", "ra", "--host", e.addr, "--tls", e.ca}, " ")
+	c := exec.Command("nsenter", "--net=/var/run/netns/"+e.net.clientNS, "--", "script", "-qfec", attach, "/dev/null")
+	c.Env = append(inNS(t, e.mark, e.net.clientNS, filepath.Join(t.TempDir(), "no-state")).Env, "TERM=xterm")
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 16)
+	go func() {
+		r := bufio.NewReader(out)
+		var all strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := r.Read(buf)
+			all.Write(buf[:n])
+			seen <- all.String()
+			if err != nil {
+				close(seen)
+				return
+			}
+		}
+	}()
+	await := func(want string) string {
+		t.Helper()
+		deadline := time.After(15 * time.Second)
+		for {
+			select {
+			case s, ok := <-seen:
+				if strings.Contains(s, want) {
+					return s
+				}
+				if !ok {
+					t.Fatalf("attach ended before %q showed:\n%q", want, s)
+				}
+			case <-deadline:
+				t.Fatalf("%q never showed in the remote attach", want)
+			}
+		}
+	}
+	await("$")
+	io.WriteString(in, "echo remote-$((20+22))\r")
+	await("remote-42")
+	io.WriteString(in, "\x1c") // ctrl-\\
+	s := await("[detached from ra]")
+	in.Close()
+	if err := c.Wait(); err != nil {
+		t.Errorf("remote attach after a detach: %v\n%q", err, s)
+	}
+	if scr := e.must("term", "screen", "ra"); !strings.Contains(scr, "remote-42") {
+		t.Errorf("the session after the remote attach:\n%s", scr)
 	}
 }
