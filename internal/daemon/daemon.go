@@ -23,7 +23,9 @@
 //	    corral.sock          the daemon's socket (0600; other uids are refused): internal/daemon/server
 //	    corral.db            session records
 //	    daemon.pid
-//	    sessions/<name>/     a held shell's FIFOs: ctl, out, err, in-* (0700)
+//	    sessions/<name>/     a held shell's FIFOs: ctl, out, err, in-* (0700);
+//	                         a terminal session's holder: sock, holder.json,
+//	                         tree.json, holder.log (terminal.go)
 package daemon
 
 import (
