@@ -164,8 +164,16 @@ func (c *Client) TermOpen(ctx context.Context, name string, o TermOpenOptions) (
 
 // TermSend types data into the session's program.
 func (c *Client) TermSend(ctx context.Context, name string, data []byte) error {
+	return c.TermSendKeys(ctx, name, data, nil)
+}
+
+// TermSendKeys types text, then presses keys named in tmux's notation
+// (Enter, C-c, Up, F1, M-x...: see terminal.Keys), which the daemon sends
+// as the program's cursor-key mode asks (application cursor keys send
+// ESC O A for Up).
+func (c *Client) TermSendKeys(ctx context.Context, name string, text []byte, keys []string) error {
 	var r struct{}
-	return c.call(ctx, wire.Call{Call: wire.CallTermSend, Term: &wire.Term{Name: name, Data: data}}, &r)
+	return c.call(ctx, wire.Call{Call: wire.CallTermSend, Term: &wire.Term{Name: name, Data: text, Keys: keys}}, &r)
 }
 
 // TermScreen returns the session's current screen.

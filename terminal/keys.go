@@ -16,10 +16,16 @@ import (
 // Cursor and function keys are sent in the terminal's normal mode (CSI
 // and SS3 sequences as xterm sends them). A name that is none of these
 // is an error naming it: send text as text, not as keys.
-func Keys(names ...string) ([]byte, error) {
+func Keys(names ...string) ([]byte, error) { return KeysFor(false, names...) }
+
+// KeysFor is Keys for a program that asked for application cursor keys
+// (DECCKM, Screen.AppCursor) if appCursor is set: Up, Down, Right, Left,
+// Home and End without modifiers are then sent as SS3 sequences
+// (ESC O A), as xterm sends them in that mode.
+func KeysFor(appCursor bool, names ...string) ([]byte, error) {
 	var out []byte
 	for _, n := range names {
-		b, err := key(n)
+		b, err := key(n, appCursor)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +53,7 @@ var tildeKeys = map[string]int{
 	"F5": 15, "F6": 17, "F7": 18, "F8": 19, "F9": 20, "F10": 21, "F11": 23, "F12": 24,
 }
 
-func key(name string) ([]byte, error) {
+func key(name string, appCursor bool) ([]byte, error) {
 	rest := name
 	var ctrl, meta, shift bool
 	for len(rest) > 2 && rest[1] == '-' {
@@ -80,7 +86,7 @@ func key(name string) ([]byte, error) {
 		switch {
 		case mod > 1:
 			return []byte("\x1b[1;" + fmt.Sprint(mod) + f), nil
-		case strings.HasPrefix(rest, "F"):
+		case strings.HasPrefix(rest, "F"), appCursor:
 			return []byte("\x1bO" + f), nil
 		default:
 			return []byte("\x1b[" + f), nil

@@ -33,6 +33,9 @@ func TestKeys(t *testing.T) {
 			t.Errorf("Keys(%q) = %q, %v; want %q", c.names, got, err, c.want)
 		}
 	}
+	if b, err := KeysFor(true, "Up", "Left", "Home", "C-Up", "PageUp", "Enter"); err != nil || string(b) != "\x1bOA\x1bOD\x1bOH\x1b[1;5A\x1b[5~\r" {
+		t.Errorf("application cursor keys: %q, %v", b, err)
+	}
 	for _, bad := range []string{"Enterr", "hello", "C-", "X-a", "C-é", "S-a", ""} {
 		if b, err := Keys("Enter", bad); err == nil {
 			t.Errorf("Keys(%q) = %q, want an error", bad, b)

@@ -172,15 +172,17 @@ M- (meta) or S- (shift) before them: C-c, M-x, C-Up.`,
 				return err
 			}
 			var data []byte
+			var keyNames []string
 			switch {
 			case keys && len(words) == 0:
 				return usageErr("term send --keys: name the keys to send (Enter, C-c, Up, ...)")
 			case keys:
-				b, err := terminal.Keys(words...)
-				if err != nil {
+				// Checked here for a usage error; the daemon sends them
+				// as the program's cursor-key mode asks.
+				if _, err := terminal.Keys(words...); err != nil {
 					return usageErr("%v", err)
 				}
-				data = b
+				keyNames = words
 			case len(words) > 0:
 				data = []byte(strings.Join(words, " "))
 			default:
@@ -201,7 +203,7 @@ M- (meta) or S- (shift) before them: C-c, M-x, C-Up.`,
 				return err
 			}
 			defer cl.Close()
-			if err := cl.TermSend(context.Background(), name, data); err != nil {
+			if err := cl.TermSendKeys(context.Background(), name, data, keyNames); err != nil {
 				return callErr(err)
 			}
 			return nil

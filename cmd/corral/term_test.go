@@ -676,3 +676,21 @@ func TestTermStalledClientStallsNoOne(t *testing.T) {
 	}
 	e.must("kill", "flood")
 }
+
+// TestTermCursorKeyMode: named cursor keys reach the program as its
+// cursor-key mode wants: CSI (ESC [ A) normally, SS3 (ESC O A) once it
+// asked for application cursor keys (DECCKM, as vim and less do).
+func TestTermCursorKeyMode(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "keys", "--", "sh", "-c",
+		`stty raw -echo opost onlcr; printf 'ready\n'; head -c 3 | od -An -c; printf '\033[?1hmode\n'; head -c 3 | od -An -c; exec sleep 600`)
+	e.must("term", "wait", "keys", "--text", "^ready", "--timeout", "10s")
+	e.must("term", "send", "keys", "--keys", "Up")
+	e.must("term", "wait", "keys", "--text", `^mode`, "--timeout", "10s")
+	e.must("term", "send", "keys", "--keys", "Up")
+	e.must("term", "wait", "keys", "--text", `(?s)mode.*033`, "--timeout", "10s")
+	scr := e.must("term", "screen", "keys")
+	if !regexp.MustCompile(`(?s)ready\n\s*033\s+\[\s+A\s*\nmode\n\s*033\s+O\s+A`).MatchString(scr) {
+		t.Errorf("Up in normal, then application cursor-key mode:\n%s", scr)
+	}
+}

@@ -537,10 +537,15 @@ func termErr(name string, err error) error {
 	return err
 }
 
-// TermSend writes data to a terminal session's program as typed input.
-func (d *Daemon) TermSend(ctx context.Context, p Peer, name string, data []byte) error {
+// TermSend writes data, then the keys named (tmux's notation: see
+// terminal.Keys), to a terminal session's program as typed input; the
+// cursor keys are sent as the program's cursor-key mode asks.
+func (d *Daemon) TermSend(ctx context.Context, p Peer, name string, data []byte, keys []string) error {
 	if err := d.authorizeChange(p, "send input to terminal sessions"); err != nil {
 		return err
+	}
+	if _, err := terminal.Keys(keys...); err != nil {
+		return badRequest(err)
 	}
 	ts, err := d.heldTerm(name)
 	if err != nil {
@@ -548,6 +553,14 @@ func (d *Daemon) TermSend(ctx context.Context, p Peer, name string, data []byte)
 	}
 	ctx, cancel := context.WithTimeout(ctx, termBound)
 	defer cancel()
+	if len(keys) > 0 {
+		scr, err := ts.term.Screen(ctx, terminal.ScreenOptions{})
+		if err != nil {
+			return termErr(name, err)
+		}
+		b, _ := terminal.KeysFor(scr.AppCursor, keys...)
+		data = append(data[:len(data):len(data)], b...)
+	}
 	return termErr(name, ts.term.Send(ctx, data))
 }
 

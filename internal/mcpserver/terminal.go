@@ -26,7 +26,7 @@ import (
 // (*client.Client has it).
 type termDaemon interface {
 	TermOpen(ctx context.Context, name string, o client.TermOpenOptions) (*client.TermOpened, error)
-	TermSend(ctx context.Context, name string, data []byte) error
+	TermSendKeys(ctx context.Context, name string, text []byte, keys []string) error
 	TermScreen(ctx context.Context, name string, o client.TermScreenOptions) (*client.TermScreen, error)
 	TermWait(ctx context.Context, name string, o client.TermWaitOptions) (*client.TermWaited, error)
 }
@@ -181,20 +181,18 @@ func (s *Server) termSend(ctx context.Context, req *mcp.CallToolRequest, in Term
 		return nil, nil, errors.New("give text, keys or both")
 	}
 	data := []byte(in.Text)
-	if len(in.Keys) > 0 {
-		b, err := terminal.Keys(in.Keys...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("keys: %w", err)
-		}
-		data = append(data, b...)
+	b, err := terminal.Keys(in.Keys...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("keys: %w", err)
 	}
 	d, td, err := s.termClient(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := td.TermSend(ctx, in.Name, data); err != nil {
+	if err := td.TermSendKeys(ctx, in.Name, data, in.Keys); err != nil {
 		return nil, nil, s.termCallErr(d, "term_send", err)
 	}
+	data = append(data, b...) // as many bytes, whatever the cursor-key mode
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("sent %d bytes to %s", len(data), in.Name)}}},
 		&TermSendOutput{Bytes: len(data)}, nil
 }

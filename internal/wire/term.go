@@ -4,7 +4,7 @@ package wire
 // new frame types used only during a term_attach call).
 //
 //	{"call":"term_open","term":{...Term}}    reply TermOpened
-//	{"call":"term_send","term":{"name":N,"data":B64}}          reply {}
+//	{"call":"term_send","term":{"name":N,"data":B64,"keys":[K...]}}  reply {}
 //	{"call":"term_screen","term":{"name":N,"ansi":b,"scrollback":n}}
 //	                                         reply TermScreen
 //	{"call":"term_wait","term":{"name":N,"text":RE,"idle_ms":n,"exit":b,"timeout_ms":n}}
@@ -66,8 +66,11 @@ type Term struct {
 	Rows       int      `json:"rows,omitempty"`
 	SizePolicy string   `json:"size_policy,omitempty"`
 	Existing   bool     `json:"existing,omitempty"`
-	// term_send: the bytes to type.
-	Data []byte `json:"data,omitempty"`
+	// term_send: the bytes to type, then the keys to press (tmux's
+	// names; the daemon sends them as the program's cursor-key mode
+	// wants).
+	Data []byte   `json:"data,omitempty"`
+	Keys []string `json:"keys,omitempty"`
 	// term_screen: with attributes (SGR), and how many scrollback rows
 	// (-1: all); term_attach: how many the redraw starts with.
 	ANSI       bool `json:"ansi,omitempty"`

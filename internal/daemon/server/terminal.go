@@ -39,7 +39,7 @@ func (s *Server) term(c *wire.Conn, peer daemon.Peer, call *wire.Call) (func() (
 		}
 		return reply(openedOf(info), nil)
 	case wire.CallTermSend:
-		return reply(struct{}{}, s.d.TermSend(ctx, peer, t.Name, t.Data))
+		return reply(struct{}{}, s.d.TermSend(ctx, peer, t.Name, t.Data, t.Keys))
 	case wire.CallTermScreen:
 		scr, err := s.d.TermScreen(ctx, peer, t.Name, terminal.ScreenOptions{ANSI: t.ANSI, Scrollback: t.Scrollback})
 		if err != nil {
