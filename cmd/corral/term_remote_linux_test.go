@@ -81,7 +81,28 @@ func TestRemoteAttach(t *testing.T) {
 	if out, errs, rc := e.remote(e.ca, "term", "open", "ra", "--cwd", "/tmp", "--env", "PS1=$ ", "--", "sh"); rc != 0 {
 		t.Fatalf("remote term open: rc %d %q %s", rc, out, errs)
 	}
-	attach := strings.Join([]string{corralBin, "attach", "ra", "--host", e.addr, "--tls", e.ca}, " ")
+	runAttach(t, e, strings.Join([]string{corralBin, "attach", "ra", "--host", e.addr, "--tls", e.ca}, " "), "echo remote-$((20+22))\r", "remote-42")
+	if scr := e.must("term", "screen", "ra"); !strings.Contains(scr, "remote-42") {
+		t.Errorf("the session after the remote attach:\n%s", scr)
+	}
+	// A read-only identity attaches read-only: it sees the screen, and
+	// what it types goes nowhere.
+	viewer := filepath.Join(t.TempDir(), "viewer")
+	if out, rc := e.runLocal("tls", "issue", e.ca, "--client", "viewer", "--read-only", "--out", viewer); rc != 0 {
+		t.Fatal(out)
+	}
+	runAttach(t, e, strings.Join([]string{corralBin, "attach", "ra", "--read-only", "--host", e.addr, "--tls", viewer}, " "), "echo typed-by-viewer\r", "remote-42")
+	time.Sleep(300 * time.Millisecond)
+	if scr := e.must("term", "screen", "ra"); strings.Contains(scr, "typed-by-viewer") {
+		t.Errorf("a read-only attach typed into the session:\n%s", scr)
+	}
+}
+
+// runAttach runs attach (a command line) in the client's namespace in a
+// terminal that script(1) gives it, types typed, waits for want on the
+// screen, detaches with ctrl-\ and checks that it exited 0.
+func runAttach(t *testing.T, e *remoteEnv, attach, typed, want string) {
+	t.Helper()
 	c := exec.Command("nsenter", "--net=/var/run/netns/"+e.net.clientNS, "--", "script", "-qfec", attach, "/dev/null")
 	c.Env = append(inNS(t, e.mark, e.net.clientNS, filepath.Join(t.TempDir(), "no-state")).Env, "TERM=xterm")
 	in, err := c.StdinPipe()
@@ -110,12 +131,17 @@ func TestRemoteAttach(t *testing.T) {
 			}
 		}
 	}()
+	last := "" // all the attach wrote so far
 	await := func(want string) string {
 		t.Helper()
 		deadline := time.After(15 * time.Second)
+		if strings.Contains(last, want) {
+			return last
+		}
 		for {
 			select {
 			case s, ok := <-seen:
+				last = s
 				if strings.Contains(s, want) {
 					return s
 				}
@@ -123,20 +149,17 @@ func TestRemoteAttach(t *testing.T) {
 					t.Fatalf("attach ended before %q showed:\n%q", want, s)
 				}
 			case <-deadline:
-				t.Fatalf("%q never showed in the remote attach", want)
+				t.Fatalf("%q never showed in the remote attach:\n%q", want, last)
 			}
 		}
 	}
 	await("$")
-	io.WriteString(in, "echo remote-$((20+22))\r")
-	await("remote-42")
+	io.WriteString(in, typed)
+	await(want)
 	io.WriteString(in, "\x1c") // ctrl-\\
 	s := await("[detached from ra]")
 	in.Close()
 	if err := c.Wait(); err != nil {
 		t.Errorf("remote attach after a detach: %v\n%q", err, s)
-	}
-	if scr := e.must("term", "screen", "ra"); !strings.Contains(scr, "remote-42") {
-		t.Errorf("the session after the remote attach:\n%s", scr)
 	}
 }
