@@ -103,12 +103,19 @@ the program exits, attach exits with its status.`,
 			defer cl.Close()
 			ctx, stop := interruptContext()
 			defer stop()
+			if readOnly && len(command) > 0 {
+				return usageErr("attach --read-only: a read-only client creates nothing; drop the command or --read-only")
+			}
 			if !readOnly {
-				if _, err := cl.TermOpen(ctx, name, o); err != nil {
+				_, err := cl.TermOpen(ctx, name, o)
+				switch {
+				case errors.Is(err, client.ErrPermission) && len(command) == 0:
+					// A read-only identity (remote): it may watch.
+					fmt.Fprintf(stderr, "corral: %v; attaching read-only\n", err)
+					readOnly = true
+				case err != nil:
 					return callErr(err)
 				}
-			} else if len(command) > 0 {
-				return usageErr("attach --read-only: a read-only client creates nothing; drop the command or --read-only")
 			}
 			var att *client.TermAttachment
 			open := func(ctx context.Context, cols, rows int) (terminal.Stream, error) {

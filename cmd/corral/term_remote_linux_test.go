@@ -92,6 +92,8 @@ func TestRemoteAttach(t *testing.T) {
 		t.Fatal(out)
 	}
 	runAttach(t, e, strings.Join([]string{corralBin, "attach", "ra", "--read-only", "--host", e.addr, "--tls", viewer}, " "), "echo typed-by-viewer\r", "remote-42")
+	// Without --read-only too: it may not open, so it watches.
+	runAttach(t, e, strings.Join([]string{corralBin, "attach", "ra", "--host", e.addr, "--tls", viewer}, " "), "echo typed-by-viewer\r", "attaching read-only")
 	time.Sleep(300 * time.Millisecond)
 	if scr := e.must("term", "screen", "ra"); strings.Contains(scr, "typed-by-viewer") {
 		t.Errorf("a read-only attach typed into the session:\n%s", scr)
