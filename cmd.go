@@ -177,6 +177,15 @@ type Cmd struct {
 	// settled: the command can read the terminal, and the terminal's
 	// Ctrl-C goes to it. Unix only (ErrUnsupported elsewhere).
 	Foreground bool
+	// Setsid starts the root as the leader of a new session (and so of a
+	// new process group whose id is its pid, as for every tree) instead
+	// of a new group in this process's session: nothing of this session
+	// (a hangup, its terminal's signals) reaches it, and it may make a
+	// terminal of its own its controlling terminal, as the holder of a
+	// terminal session does. The tree is contained and its identity
+	// recorded (OnStart) as for any other. Not with Foreground. Unix
+	// only (ErrUnsupported elsewhere).
+	Setsid bool
 }
 
 // Command returns a Cmd that runs name with args, as exec.Command does.

@@ -157,6 +157,7 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 		Files:      append([]*os.File{stdin, or(c.StdoutFile, outW), or(c.StderrFile, errW)}, c.ExtraFiles...),
 		Marker:     MarkerEnv + "=" + newID(),
 		Foreground: c.Foreground,
+		Setsid:     c.Setsid,
 		Limits:     c.limits(),
 	}
 	if len(spec.Argv) == 0 {

@@ -467,6 +467,10 @@ type Session struct {
 	// says why, for a live shell.
 	MemoryBytes, Pids *int64
 	Accounting        string
+	// Kind is exec or terminal; Term describes a terminal session (nil
+	// for an exec session).
+	Kind string
+	Term *TermInfo
 }
 
 // List lists the sessions.
@@ -479,7 +483,8 @@ func (c *Client) List(ctx context.Context) ([]Session, error) {
 	for _, s := range resp.Sessions {
 		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.CwdText(),
 			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), ShellPid: s.ShellPid,
-			Busy: s.Busy, Reason: s.Reason, Limits: s.Limits.Corral(), MemoryBytes: s.MemoryBytes, Pids: s.Pids, Accounting: s.Accounting})
+			Busy: s.Busy, Reason: s.Reason, Limits: s.Limits.Corral(), MemoryBytes: s.MemoryBytes, Pids: s.Pids, Accounting: s.Accounting,
+			Kind: kindOf(s.Kind), Term: termInfo(s.Term)})
 	}
 	return out, nil
 }

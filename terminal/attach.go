@@ -116,6 +116,15 @@ func (a *Attachment) Resyncs() int { return a.resyncs }
 // Exit is the program's status once Read has returned io.EOF, else nil.
 func (a *Attachment) Exit() *Status { return a.exit }
 
+// Exited reports whether the program exited (Read has returned io.EOF)
+// and its exit code (Stream).
+func (a *Attachment) Exited() (bool, int) {
+	if a.exit == nil {
+		return false, 0
+	}
+	return true, a.exit.ExitCode
+}
+
 // Write sends p to the program as input.
 func (a *Attachment) Write(p []byte) (int, error) {
 	a.wmu.Lock()

@@ -25,6 +25,9 @@ type TerminalOptions struct {
 	NoDetachKey bool
 	// Scrollback is how many scrollback rows the redraw starts with.
 	Scrollback int
+	// ReadOnly sends none of the user's input (the detach key still
+	// detaches).
+	ReadOnly bool
 }
 
 // AttachTerminal attaches the user's terminal (input in, output out; both
@@ -37,8 +40,42 @@ type TerminalOptions struct {
 // the modes the program set on it (alternate screen, mouse, bracketed
 // paste, kitty keyboard, cursor) reset.
 func AttachTerminal(ctx context.Context, t *Term, in, out *os.File, o TerminalOptions) (*Status, error) {
+	var att *Attachment
+	open := func(ctx context.Context, cols, rows int) (Stream, error) {
+		a, err := t.Attach(ctx, AttachOptions{Cols: cols, Rows: rows, Scrollback: o.Scrollback})
+		att = a
+		return a, err
+	}
+	exited, _, err := AttachStream(ctx, open, in, out, o)
+	if err != nil || !exited {
+		return nil, err
+	}
+	return att.Exit(), nil
+}
+
+// Stream is an attached client's connection to a session, straight to
+// its holder (Attachment) or relayed by a daemon (the corral client's):
+// Read gives the bytes for the client's terminal, a redraw first, and
+// ends with io.EOF or ErrDetached (after the bytes that reset the
+// terminal's modes); Write sends input.
+type Stream interface {
+	io.Reader
+	io.Writer
+	Resize(cols, rows int) error
+	Detach() error
+	Close() error
+	// Exited reports, once Read has ended, whether the program exited
+	// (else the client detached) and its exit code (-1: killed by a
+	// signal).
+	Exited() (bool, int)
+}
+
+// AttachStream is AttachTerminal for any Stream: open attaches at the
+// terminal's size. It reports whether the program exited, and with what
+// code, or that the user detached (false).
+func AttachStream(ctx context.Context, open func(ctx context.Context, cols, rows int) (Stream, error), in, out *os.File, o TerminalOptions) (exited bool, code int, err error) {
 	if !term.IsTerminal(in) {
-		return nil, fmt.Errorf("attach: %s is not a terminal (use Send, Screen and Wait without one)", in.Name())
+		return false, 0, fmt.Errorf("attach: %s is not a terminal (use Send, Screen and Wait without one)", in.Name())
 	}
 	key := o.DetachKey
 	if key == 0 {
@@ -49,21 +86,21 @@ func AttachTerminal(ctx context.Context, t *Term, in, out *os.File, o TerminalOp
 		cols, rows, err = term.Size(in)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("attach: the terminal's size: %w", err)
+		return false, 0, fmt.Errorf("attach: the terminal's size: %w", err)
 	}
-	a, err := t.Attach(ctx, AttachOptions{Cols: cols, Rows: rows, Scrollback: o.Scrollback})
+	a, err := open(ctx, cols, rows)
 	if err != nil {
-		return nil, err
+		return false, 0, err
 	}
 	defer a.Close()
 	saved, err := term.MakeRaw(in)
 	if err != nil {
-		return nil, err
+		return false, 0, err
 	}
 	defer term.Restore(in, saved)
 	input, release, err := term.Cancelable(in)
 	if err != nil {
-		return nil, fmt.Errorf("attach: %w", err)
+		return false, 0, fmt.Errorf("attach: %w", err)
 	}
 
 	var wg sync.WaitGroup
@@ -102,11 +139,15 @@ func AttachTerminal(ctx context.Context, t *Term, in, out *os.File, o TerminalOp
 			if n > 0 {
 				b := buf[:n]
 				if i := indexByte(b, key); !o.NoDetachKey && i >= 0 {
-					a.Write(b[:i])
+					if !o.ReadOnly {
+						a.Write(b[:i])
+					}
 					a.Detach()
 					return
 				}
-				a.Write(b)
+				if !o.ReadOnly {
+					a.Write(b)
+				}
 			}
 			if err != nil {
 				return
@@ -116,17 +157,16 @@ func AttachTerminal(ctx context.Context, t *Term, in, out *os.File, o TerminalOp
 	cancel := context.AfterFunc(ctx, func() { a.Detach() })
 	defer cancel()
 	_, err = io.Copy(out, a)
-	switch {
-	case errors.Is(err, ErrDetached):
-		if ctx.Err() != nil {
-			return nil, context.Cause(ctx)
-		}
-		return nil, nil
-	case err == nil:
-		return a.Exit(), nil
-	default:
-		return nil, err
+	if err != nil && !errors.Is(err, ErrDetached) {
+		return false, 0, err
 	}
+	if exited, code := a.Exited(); exited {
+		return true, code, nil
+	}
+	if ctx.Err() != nil {
+		return false, 0, context.Cause(ctx)
+	}
+	return false, 0, nil
 }
 
 func indexByte(b []byte, c byte) int {

@@ -3,15 +3,8 @@
 package terminal
 
 import (
-	"bytes"
-	"io"
 	"os"
-	"syscall"
 )
-
-func holderAttr() *syscall.SysProcAttr { return nil }
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 const oNoFollow = 0
 

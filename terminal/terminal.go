@@ -16,15 +16,15 @@ package terminal
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/corral-dev/corral"
@@ -85,6 +85,14 @@ type Config struct {
 	Holder []string
 	// HolderEnv is the holder's environment (nil: this process's).
 	HolderEnv []string
+	// HolderIsolation contains the holder's own tree, which holds the
+	// program's ("": the best available).
+	HolderIsolation corral.Isolation
+	// OnHolderStart, if set, is given the holder's tree identity before
+	// the holder runs its first instruction, to record it durably (as
+	// corral.Cmd.OnStart); an error kills the holder unrun and fails
+	// Open.
+	OnHolderStart func(corral.Identity) error
 }
 
 // Term is a handle on a terminal session. Its methods may be called from
@@ -92,9 +100,11 @@ type Config struct {
 type Term struct {
 	dir  string
 	sock string
-	// cmd is the holder, when this Term started it: Close reaps it.
-	cmd *exec.Cmd
-	pid int
+	// tree is the holder's tree, when this Term started it: Close
+	// waits for it.
+	tree    *corral.Tree
+	pid     int
+	program *corral.Identity // the program's tree, as the holder said at its start
 }
 
 // startBound bounds how long Open waits for the holder to serve.
@@ -154,6 +164,14 @@ func Open(ctx context.Context, dir string, cfg Config) (*Term, error) {
 		}
 		argv = []string{exe, "holder"}
 	}
+	if strings.ContainsRune(argv[0], filepath.Separator) && !filepath.IsAbs(argv[0]) {
+		// The holder runs in /: a relative path is ours, not its.
+		abs, err := filepath.Abs(argv[0])
+		if err != nil {
+			return nil, fmt.Errorf("open terminal session: the holder %s: %w", argv[0], err)
+		}
+		argv = append([]string{abs}, argv[1:]...)
+	}
 	log, err := os.OpenFile(filepath.Join(dir, "holder.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND|oNoFollow, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open terminal session: %w", err)
@@ -163,17 +181,28 @@ func Open(ctx context.Context, dir string, cfg Config) (*Term, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = cfg.HolderEnv
-	cmd.Dir = "/"
-	cmd.Stdin = bytesReader(specJSON)
-	cmd.Stderr = log
-	cmd.SysProcAttr = holderAttr()
-	out, err := cmd.StdoutPipe()
+	// The holder is a contained tree like any other: it leads a new
+	// session (so that the PTY can become its controlling terminal and
+	// no hangup of ours reaches it), and its identity can be recorded
+	// (OnHolderStart) before it runs its first instruction.
+	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	defer outR.Close()
+	holderEnv := cfg.HolderEnv
+	if holderEnv == nil {
+		holderEnv = os.Environ()
+	}
+	cmd := &corral.Cmd{
+		Path: argv[0], Args: argv, Env: holderEnv, Dir: "/",
+		Stdin: bytes.NewReader(specJSON), StdoutFile: outW, StderrFile: log,
+		Setsid: true, Isolation: cfg.HolderIsolation, Grace: cfg.Grace,
+		OnStart: cfg.OnHolderStart,
+	}
+	tree, err := cmd.Start(context.Background())
+	outW.Close()
+	if err != nil {
 		return nil, fmt.Errorf("open terminal session: start the holder %s: %w", argv[0], err)
 	}
 	type result struct {
@@ -183,12 +212,14 @@ func Open(ctx context.Context, dir string, cfg Config) (*Term, error) {
 	got := make(chan result, 1)
 	go func() {
 		var r holder.Ready
-		err := json.NewDecoder(bufio.NewReader(out)).Decode(&r)
+		err := json.NewDecoder(bufio.NewReader(outR)).Decode(&r)
 		got <- result{r, err}
 	}()
 	var res result
+	received := false
 	select {
 	case res = <-got:
+		received = true
 	case <-ctx.Done():
 		res.err = context.Cause(ctx)
 	case <-time.After(startBound):
@@ -198,11 +229,15 @@ func Open(ctx context.Context, dir string, cfg Config) (*Term, error) {
 		res.err = fmt.Errorf("%w: %s", ErrHolder, res.r.Error)
 	}
 	if res.err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
+		tree.Stop(-1)
+		tree.Wait()
+		outR.Close() // ends the decoder if it still reads
+		if !received {
+			<-got
+		}
 		return nil, fmt.Errorf("open terminal session in %s: %w (see %s)", dir, res.err, filepath.Join(dir, "holder.log"))
 	}
-	return &Term{dir: dir, sock: sock, cmd: cmd, pid: res.r.Pid}, nil
+	return &Term{dir: dir, sock: sock, tree: tree, pid: res.r.Pid, program: res.r.Tree}, nil
 }
 
 // Dial returns a handle on the session served in dir, checking that the
@@ -361,17 +396,18 @@ func (t *Term) Status(ctx context.Context) (*Status, error) {
 
 // Close ends the session: the program's tree is stopped (SIGTERM, grace,
 // SIGKILL) if it still runs, the holder answers with its final status and
-// exits. If this Term started the holder, Close also waits for it.
+// exits. If this Term started the holder, Close also waits until the
+// holder's whole tree is gone (stopping it through its tree if the holder
+// does not answer).
 func (t *Term) Close(ctx context.Context) (*Status, error) {
 	a, err := t.call(ctx, holder.Request{Op: "close"})
-	if t.cmd != nil {
+	if tree := t.tree; tree != nil {
+		t.tree = nil
 		if err != nil {
-			// The holder did not answer: end it ourselves, it is our
-			// child.
-			t.cmd.Process.Signal(syscall.SIGTERM)
+			// The holder did not answer: stop its tree ourselves.
+			tree.Stop(0)
 		}
-		t.cmd.Wait()
-		t.cmd = nil
+		tree.Wait()
 	}
 	if err != nil {
 		return nil, err
@@ -379,12 +415,28 @@ func (t *Term) Close(ctx context.Context) (*Status, error) {
 	return a.Status, nil
 }
 
-// Release gives up this Term's ownership of the holder's exit status
-// without closing the session (a goroutine reaps the holder when it
-// exits). Call it instead of Close to leave the session running.
+// Release gives up this Term's ownership of the holder's tree without
+// closing the session (a goroutine waits for the tree, and settles it
+// when the holder exits). Call it instead of Close to leave the session
+// running.
 func (t *Term) Release() {
-	if cmd := t.cmd; cmd != nil {
-		t.cmd = nil
-		go cmd.Wait()
+	if tree := t.tree; tree != nil {
+		t.tree = nil
+		go tree.Wait()
 	}
 }
+
+// HolderTree is the holder's tree when this Term started it (nil for a
+// Term from Dial, or once Close or Release ran): an owner that keeps the
+// session after Open may stop it, wait for it, or let it go
+// (corral.Tree.Release) when it exits itself. Whoever takes it calls
+// its Wait; Close and Release then leave it alone.
+func (t *Term) HolderTree() *corral.Tree {
+	tree := t.tree
+	t.tree = nil
+	return tree
+}
+
+// Program is the program's tree identity as the holder reported it when
+// this Term started it (nil for a Term from Dial: see Status).
+func (t *Term) Program() *corral.Identity { return t.program }

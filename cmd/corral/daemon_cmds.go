@@ -534,14 +534,15 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 						e["cwd_bytes"] = []byte(s.Cwd)
 					}
 					lsLimits(e, s.Limits, s.MemoryBytes, s.Pids, s.Accounting)
+					lsKind(e, s)
 					out = append(out, e)
 				}
 				return json.NewEncoder(stdout).Encode(out)
 			}
 			w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "NAME\tSTATE\tSHELL\tCWD\tCREATED\tLAST USED\tPID")
+			fmt.Fprintln(w, "NAME\tKIND\tSTATE\tSHELL\tCWD\tCREATED\tLAST USED\tPID")
 			for _, s := range list {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Name, s.State, s.Shell, s.Cwd,
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", s.Name, s.Kind, s.State, lsShell(s), s.Cwd,
 					s.Created.Format(time.DateTime), s.LastUsed.Format(time.DateTime), s.ShellPid)
 			}
 			return w.Flush()

@@ -8,7 +8,9 @@ import (
 const rootLong = `corral runs commands as contained process trees: every process a command
 starts is stopped when it ends, a timeout or a signal stops the whole tree,
 and nothing it started outlives it. Named sessions keep a shell between
-calls (corral exec), held by a daemon that starts on demand.
+calls (corral exec), held by a daemon that starts on demand; terminal
+sessions keep programs that do not end on a terminal of their own, for
+people (corral attach) and agents (corral term).
 
 Exit status:
   the command's own    it ran and exited (128+N if killed by signal N
@@ -44,6 +46,8 @@ const rootExamples = `  corral run --timeout 10 -- make test        # 10 seconds
   corral exec -s work -- rm "my file"           # several words: a command and its arguments
   corral exec -s work -c 'echo "$PWD"'          # shell code, explicitly
   corral exec -s work -f long-script.sh         # code from a file (no argv limit)
+  corral attach edit -- vim notes.txt          # a terminal session; ctrl-\ detaches
+  corral term open repl -- python3; corral term send repl --keys C-d
   corral ls; corral kill work; corral daemon stop`
 
 // version describes this binary from its build information: the module

@@ -72,6 +72,7 @@ func Main(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	root.AddCommand(tlsCommand(stdout))
 	root.AddCommand(mcpCommand(stderr))
 	root.AddCommand(holderCommand())
+	root.AddCommand(termCommand(stdin, stdout), attachCommand(stdin, stdout, stderr))
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return 0

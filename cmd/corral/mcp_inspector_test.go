@@ -131,8 +131,19 @@ func TestMCPInspectorStdio(t *testing.T) {
 		}
 		names = append(names, tm["name"].(string))
 	}
-	if got := strings.Join(names, " "); got != "exec exec_cancel exec_wait kill_session sessions" {
+	if got := strings.Join(names, " "); got != "exec exec_cancel exec_wait kill_session sessions term_open term_screen term_send term_wait" {
 		t.Errorf("tools/list: %s", got)
+	}
+	// The terminal tools, with every argument as the inspector sends it.
+	r0 := inspect(t, bin, e, "--method", "tools/call", "--tool-name", "term_open", "--tool-arg", "name=insp-term",
+		"--tool-arg", `command=["sh","-c","echo from-inspector-term; exec sleep 600"]`, "--tool-arg", "size=70x20")
+	if r0["isError"] == true {
+		t.Fatalf("term_open from the inspector: %v", r0)
+	}
+	r0 = inspect(t, bin, e, "--method", "tools/call", "--tool-name", "term_wait", "--tool-arg", "name=insp-term",
+		"--tool-arg", "text=from-inspector-term", "--tool-arg", "timeout_ms=10000")
+	if sc, _ := r0["structuredContent"].(map[string]any); r0["isError"] == true || sc["reason"] != "text" {
+		t.Errorf("term_wait from the inspector: %v", r0)
 	}
 	r := inspect(t, bin, e, "--method", "tools/call", "--tool-name", "exec",
 		"--tool-arg", "command=cd /tmp && echo from-inspector", "--tool-arg", "session=insp", "--tool-arg", "timeout_ms=10000")

@@ -97,7 +97,7 @@ func TestMCPToolsHaveSchemas(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	sort.Strings(names)
-	if got := strings.Join(names, " "); got != "exec exec_cancel exec_wait kill_session sessions" {
+	if got := strings.Join(names, " "); got != "exec exec_cancel exec_wait kill_session sessions term_open term_screen term_send term_wait" {
 		t.Errorf("tools: %s", got)
 	}
 }

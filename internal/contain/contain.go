@@ -99,6 +99,12 @@ type Spec struct {
 	// Foreground makes the tree's process group the foreground group of
 	// the terminal on Files[0] (Unix; ErrUnsupported elsewhere).
 	Foreground bool
+	// Setsid makes the root the leader of a new session (and of a new
+	// process group, whose id is its pid) instead of a new group in our
+	// session, so that it can take a terminal of its own as its
+	// controlling terminal. Not with Foreground (Unix; ErrUnsupported
+	// elsewhere).
+	Setsid bool
 	// Hold, if set, is called with the identity while the root is held
 	// before its first instruction. If it returns an error the root is
 	// killed and Start returns an error wrapping ErrHold.
@@ -147,6 +153,9 @@ type Tree interface {
 func Start(iso Isolation, spec *Spec) (Tree, error) {
 	if iso == "" {
 		iso = Auto
+	}
+	if spec.Setsid && spec.Foreground {
+		return nil, errors.New("a root in a new session (Setsid) cannot be in the foreground of our terminal")
 	}
 	iso, err := checkLimits(iso, spec)
 	if err != nil {

@@ -29,6 +29,9 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	if spec.Foreground {
 		return nil, fmt.Errorf("foreground terminal: %w", ErrUnsupported)
 	}
+	if spec.Setsid {
+		return nil, fmt.Errorf("a new session (Setsid): %w", ErrUnsupported)
+	}
 	env, err := windowsEnv(append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Marker))
 	if err != nil {
 		return nil, err

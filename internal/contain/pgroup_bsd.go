@@ -47,7 +47,7 @@ func start(iso Isolation, spec *Spec) (Tree, error) {
 	}
 	env := append(spec.Env[:len(spec.Env):len(spec.Env)], spec.Marker)
 	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Dir: spec.Dir, Env: env, Files: fds,
-		Sys: &syscall.SysProcAttr{Setpgid: true, Foreground: spec.Foreground, Ctty: 0}})
+		Sys: &syscall.SysProcAttr{Setpgid: !spec.Setsid, Setsid: spec.Setsid, Foreground: spec.Foreground, Ctty: 0}})
 	if err != nil {
 		if gateW != nil {
 			gateW.Close()

@@ -66,7 +66,13 @@ func forkExec(spec *Spec, sys *syscall.SysProcAttr, ident Identity, keepZombie b
 	}
 	pidfd := -1
 	sys.PidFD = &pidfd
-	sys.Setpgid = true
+	if spec.Setsid {
+		// A new session is a new group too (pgid == pid), as the
+		// backends count on; setpgid would fail on a session leader.
+		sys.Setsid = true
+	} else {
+		sys.Setpgid = true
+	}
 	if spec.Foreground {
 		sys.Foreground, sys.Ctty = true, 0
 	}

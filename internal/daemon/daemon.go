@@ -23,7 +23,9 @@
 //	    corral.sock          the daemon's socket (0600; other uids are refused): internal/daemon/server
 //	    corral.db            session records
 //	    daemon.pid
-//	    sessions/<name>/     a held shell's FIFOs: ctl, out, err, in-* (0700)
+//	    sessions/<name>/     a held shell's FIFOs: ctl, out, err, in-* (0700);
+//	                         a terminal session's holder: sock, holder.json,
+//	                         tree.json, holder.log (terminal.go)
 package daemon
 
 import (
@@ -61,6 +63,9 @@ type Config struct {
 	// sessions found down or broken, shells started, kills, stop. Nil
 	// discards.
 	Log *slog.Logger
+	// Holder is the command line that runs a terminal session's holder
+	// (nil: this executable's "holder" role; see terminal.Config).
+	Holder []string
 }
 
 // Daemon is the daemon's core: the registry of sessions, their records,
@@ -97,6 +102,8 @@ type Daemon struct {
 	// (take-over or reap) has not ended; each is removed, its done
 	// closed, when it has.
 	recovering map[string]*recovery
+	// terms holds the terminal sessions' holders (terminal.go).
+	terms terms
 
 	// recovered is closed when start-up recovery has been through every
 	// record (some may still be retrying a take-over). endRecovery
@@ -317,6 +324,7 @@ func (d *Daemon) detachAll() {
 	ss := d.sessions
 	d.sessions = map[string]*session.Session{}
 	d.mu.Unlock()
+	d.releaseTerms()
 	for _, s := range ss {
 		if session.CanAttach() {
 			s.Detach()
@@ -485,6 +493,11 @@ func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
 		}
 	}
 	if rec.Tree == nil {
+		d.recoveredOne(name)
+		return false
+	}
+	if store.KindOf(rec) == store.KindTerminal {
+		d.recoverTerm(name, rec)
 		d.recoveredOne(name)
 		return false
 	}
@@ -719,6 +732,9 @@ func (d *Daemon) sessionFor(name, dir string, env []string, limits corral.Limits
 	}
 	rec, err := d.store.Get(name)
 	created := false
+	if err == nil && store.KindOf(rec) == store.KindTerminal {
+		return nil, badRequest(fmt.Errorf("session %s is a terminal session: drive it with corral term send/screen/wait or corral attach, not exec", name))
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		// Refused before anything is written: a refused creation leaves
 		// no record behind.
@@ -1186,6 +1202,9 @@ type SessionInfo struct {
 	// Usage is what the session's live shell tree holds now and has
 	// used since that shell started; nil when no shell is held here.
 	Usage *corral.Usage
+	// Kind is exec or terminal; Term describes a terminal session.
+	Kind string
+	Term *TermListInfo
 }
 
 // List lists the sessions: their records from one consistent snapshot of
@@ -1201,7 +1220,11 @@ func (d *Daemon) List(ctx context.Context, p Peer) ([]SessionInfo, error) {
 	out := make([]SessionInfo, 0, len(recs))
 	for _, r := range recs {
 		si := SessionInfo{Name: r.Name, State: string(r.State), Shell: r.Shell, Cwd: r.Cwd,
-			Created: r.Created, LastUsed: r.LastUsed, Reason: r.Reason, Limits: limitsOf(r)}
+			Created: r.Created, LastUsed: r.LastUsed, Reason: r.Reason, Limits: limitsOf(r), Kind: string(store.KindOf(r))}
+		if store.KindOf(r) == store.KindTerminal {
+			out = append(out, d.termEntry(ctx, r, si))
+			continue
+		}
 		d.mu.Lock()
 		s, rcv := d.sessions[r.Name], d.recovering[r.Name]
 		reason := ""
@@ -1281,6 +1304,12 @@ func (d *Daemon) kill(name string) error {
 	delete(d.written, name)
 	d.mu.Unlock()
 	var errs []error
+	if store.KindOf(rec) == store.KindTerminal {
+		if err := d.killTerm(name, rec); err != nil {
+			errs = append(errs, err)
+		}
+		rec.Tree = nil
+	}
 	if s != nil {
 		if err := s.Close(); err != nil {
 			errs = append(errs, err)

@@ -475,7 +475,8 @@ func (h *holder) snapshot() Status {
 func (h *holder) screen(req *Request) *Screen {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := &Screen{Status: h.status, Title: h.vt.Title(), AltScreen: h.vt.Modes().AltScreen}
+	modes := h.vt.Modes()
+	s := &Screen{Status: h.status, Title: h.vt.Title(), AltScreen: modes.AltScreen, AppCursor: modes.CursorKeys}
 	s.Cols, s.Rows = h.vt.Size()
 	s.CursorX, s.CursorY, s.CursorVisible = h.vt.Cursor()
 	if req.ANSI {

@@ -171,7 +171,10 @@ type Screen struct {
 	CursorVisible bool   `json:"cursor_visible"`
 	Title         string `json:"title,omitempty"`
 	AltScreen     bool   `json:"alt_screen"`
-	Status        Status `json:"status"`
+	// AppCursor: the program asked for application cursor keys (DECCKM),
+	// which send SS3 (ESC O A) rather than CSI (ESC [ A) sequences.
+	AppCursor bool   `json:"app_cursor,omitempty"`
+	Status    Status `json:"status"`
 }
 
 // Status is the state of a session's program.

@@ -754,6 +754,7 @@ type SessionInfo struct {
 	LastUsed string `json:"last_used"`
 	Reason   string `json:"reason,omitempty" jsonschema:"why it is broken"`
 	Default  bool   `json:"default,omitempty" jsonschema:"the server's default session"`
+	Kind     string `json:"kind,omitempty" jsonschema:"exec (a shell for exec) or terminal (a program for the term_ tools)"`
 }
 
 // SessionsOutput is the reply of sessions.
@@ -785,7 +786,7 @@ func (s *Server) sessions(ctx context.Context, req *mcp.CallToolRequest, in Sess
 	for _, ss := range list {
 		out.Sessions = append(out.Sessions, SessionInfo{Name: ss.Name, State: ss.State, Shell: ss.Shell, Cwd: ss.Cwd,
 			Busy: ss.Busy, Job: running[ss.Name], ShellPid: ss.ShellPid, Created: ss.Created.UTC().Format(time.RFC3339),
-			LastUsed: ss.LastUsed.UTC().Format(time.RFC3339), Reason: strings.ToValidUTF8(ss.Reason, "\uFFFD"), Default: ss.Name == s.cfg.Session})
+			LastUsed: ss.LastUsed.UTC().Format(time.RFC3339), Reason: strings.ToValidUTF8(ss.Reason, "\uFFFD"), Default: ss.Name == s.cfg.Session, Kind: ss.Kind})
 		if si := &out.Sessions[len(out.Sessions)-1]; !utf8.ValidString(si.Cwd) {
 			si.CwdBytes = base64.StdEncoding.EncodeToString([]byte(si.Cwd))
 			si.Cwd = strings.ToValidUTF8(si.Cwd, "\uFFFD")
@@ -847,6 +848,7 @@ func (s *Server) NewMCP() *mcp.Server {
 	mcp.AddTool(m, &mcp.Tool{Name: "exec_cancel", InputSchema: inputSchema[ExecCancelInput](), Description: "Stop a job's whole process tree (SIGTERM, grace, SIGKILL); the session is reset as after a timeout."}, s.execCancel)
 	mcp.AddTool(m, &mcp.Tool{Name: "sessions", Description: "List every session with its state, cwd, and whether it is busy."}, s.sessions)
 	mcp.AddTool(m, &mcp.Tool{Name: "kill_session", Description: "End a session: its shell and everything it started."}, s.killSession)
+	s.addTermTools(m)
 	m.AddReceivingMiddleware(unknownToolIsToolError(m))
 	return m
 }
@@ -856,12 +858,15 @@ func (s *Server) NewMCP() *mcp.Server {
 // sees it.
 func unknownToolIsToolError(m *mcp.Server) mcp.Middleware {
 	known := map[string]bool{"exec": true, "exec_wait": true, "exec_cancel": true, "sessions": true, "kill_session": true}
+	for _, n := range termToolNames {
+		known[n] = true
+	}
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/call" {
 				if p, ok := req.GetParams().(*mcp.CallToolParamsRaw); ok && !known[p.Name] {
 					r := &mcp.CallToolResult{}
-					r.SetError(fmt.Errorf("unknown tool %q (corral has exec, exec_wait, exec_cancel, sessions, kill_session)", p.Name))
+					r.SetError(fmt.Errorf("unknown tool %q (corral has exec, exec_wait, exec_cancel, sessions, kill_session, %s)", p.Name, strings.Join(termToolNames, ", ")))
 					return r, nil
 				}
 			}

@@ -33,6 +33,9 @@
 // JSON array to NUL-ended entries (what a JSON array held is kept; bytes
 // that were not UTF-8 had been replaced when it was written). A database
 // from a newer corral is refused (ErrNewerSchema) rather than misread.
+// Terminal sessions (kind.go) added the optional "kind" and "term" fields
+// to schema 3; a record without them is an exec session's, so no
+// migration was needed.
 package store
 
 import (
@@ -159,6 +162,11 @@ type Session struct {
 	// every shell it starts (nil: none). An optional field of schema 3:
 	// records without it have no limits, so no migration is needed.
 	Limits *corral.Limits `json:"limits,omitempty"`
+	// Kind is what the session is: KindExec ("" in records written
+	// before terminal sessions) or KindTerminal, whose Term says what it
+	// runs (see kind.go). Optional fields of schema 3, as Limits.
+	Kind Kind  `json:"kind,omitempty"`
+	Term *Term `json:"term,omitempty"`
 }
 
 // Store is an open database. Its methods are safe for concurrent use.

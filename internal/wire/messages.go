@@ -51,6 +51,8 @@ type Call struct {
 	Kill *Kill  `json:"kill,omitempty"`
 	// Resume is a resume call's job and offset (jobs.go).
 	Resume *Resume `json:"resume,omitempty"`
+	// Term is the terminal calls' arguments (term.go).
+	Term *Term `json:"term,omitempty"`
 }
 
 // Exec is what to run, and where.
@@ -152,6 +154,10 @@ type Session struct {
 	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
 	Pids        *int64 `json:"pids,omitempty"`
 	Accounting  string `json:"accounting,omitempty"`
+	// Kind is exec or terminal (absent from older daemons: exec); Term
+	// describes a terminal session (term.go).
+	Kind string    `json:"kind,omitempty"`
+	Term *TermInfo `json:"term,omitempty"`
 }
 
 // Sessions is the reply to List.

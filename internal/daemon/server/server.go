@@ -480,6 +480,9 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 		}
 		return direct, s.answer(c, wire.FrameReply, v)
 	}
+	if wire.IsTermCall(call.Call) {
+		return s.term(c, peer, &call)
+	}
 	switch call.Call {
 	case wire.CallExec:
 		if call.Exec == nil {
@@ -495,7 +498,7 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 		for _, si := range list {
 			out.Sessions = append(out.Sessions, wire.Session{Name: si.Name, State: si.State, Shell: si.Shell,
 				CreatedUnix: si.Created.Unix(), LastUsedUnix: si.LastUsed.Unix(), ShellPid: si.ShellPid, Busy: si.Busy, Reason: si.Reason,
-				Limits: wire.LimitsOf(si.Limits)})
+				Limits: wire.LimitsOf(si.Limits), Kind: si.Kind, Term: termInfoOf(si.Term)})
 			out.Sessions[len(out.Sessions)-1].SetCwd(si.Cwd)
 			wire.SetUsage(&out.Sessions[len(out.Sessions)-1], si.Usage)
 		}
