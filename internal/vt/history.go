@@ -195,31 +195,39 @@ func (h *history) encode(l *line) histLine {
 		cur = l.cells[0].Style
 	}
 	start := 0
+	// styled: a run of non-zero length has a style. Checked when a run
+	// ends rather than per cell: this loop is the cost of every row that
+	// scrolls off.
 	styled := false
-	for i, c := range l.cells[:end] {
+	cells := l.cells[:end]
+	for i := range cells {
+		c := &cells[i]
 		if c.Wide == wideTail {
 			continue
 		}
 		if c.Style != cur {
+			if len(text) > start && cur != (Style{}) {
+				styled = true
+			}
 			runs = appendStyle(appendUvarint(runs, len(text)-start), cur)
 			nruns++
 			start = len(text)
 			cur = c.Style
 		}
-		if c.Style != (Style{}) {
-			styled = true
-		}
-		switch {
-		case c.R == 0:
+		switch r := c.R; {
+		case r == 0:
 			text = append(text, ' ')
-		case c.R < utf8.RuneSelf:
-			text = append(text, byte(c.R))
+		case r < utf8.RuneSelf:
+			text = append(text, byte(r))
 		default:
-			text = utf8.AppendRune(text, c.R)
+			text = utf8.AppendRune(text, r)
 		}
 		if l.comb != nil {
 			text = append(text, l.comb[i]...)
 		}
+	}
+	if len(text) > start && cur != (Style{}) {
+		styled = true
 	}
 	if !styled {
 		b := make([]byte, 0, 1+len(text))

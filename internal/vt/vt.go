@@ -258,9 +258,14 @@ func (t *Terminal) printASCII(b []byte) {
 			continue
 		}
 		ln.touch(t.x + n)
+		// Field by field: a Cell literal is built on the stack and
+		// copied, and that copy's overlapping stores stall the load
+		// that follows (store forwarding fails), which cost most of
+		// the time of plain text.
 		st := t.style
 		for i, c := range b[:n] {
-			cells[i] = Cell{R: rune(c), Style: st}
+			p := &cells[i]
+			p.R, p.Wide, p.Style = rune(c), 0, st
 		}
 		t.lastRune = rune(b[n-1])
 		b = b[n:]
