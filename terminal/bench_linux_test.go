@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -271,75 +272,127 @@ func readUntil(b *testing.B, f *os.File, marker string) {
 	}
 }
 
-// BenchmarkThroughput: cat of a 16 MB text file through a terminal
+// catFile writes a text file of about mb MB (CORRAL_BENCH_CAT_MB, if set,
+// overrides it) of 80-column lines and returns its path and size.
+func catFile(tb testing.TB, mb int) (string, int64) {
+	tb.Helper()
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_BENCH_CAT_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	file := filepath.Join(testproc.TempDir(tb), "text")
+	f, err := os.Create(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var size int64
+	for i := 0; size < int64(mb)<<20; i++ {
+		n, _ := fmt.Fprintf(w, "%08d the quick brown fox jumps over the lazy dog, again and again and again\n", i)
+		size += int64(n)
+	}
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return file, size
+}
+
+// cpuOf is the CPU time (user + system) process pid has used.
+func cpuOf(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis; utime and stime
+	// are fields 14 and 15 of the whole line, in clock ticks (100 Hz).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkThroughput: cat of a 100 MB text file through a terminal
 // session to an attached client, against a bare creack/pty read of the
-// same cat, and against tmux with an attached client.
+// same cat and against tmux with an attached client, the three taking
+// turns in each iteration so that the load of a shared machine falls on
+// all of them alike. It reports each one's MB/s, the ratios to the bare
+// read, and the CPU the holder (tmux: its server) and the client spend
+// per MB.
 func BenchmarkThroughput(b *testing.B) {
-	mark := testproc.Guard(b, 10*time.Minute)
-	dir := testproc.TempDir(b)
-	file := filepath.Join(dir, "text")
-	var w bytes.Buffer
-	for i := 0; w.Len() < 16<<20; i++ {
-		fmt.Fprintf(&w, "%08d the quick brown fox jumps over the lazy dog, again and again and again.\n", i)
-	}
-	if err := os.WriteFile(file, w.Bytes(), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	size := int64(w.Len())
-	b.Run("bare-pty", func(b *testing.B) {
-		b.SetBytes(size)
-		buf := make([]byte, 32<<10)
-		for range b.N {
-			cmd := exec.Command("cat", file)
-			cmd.Env = testproc.Env(mark)
-			f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for {
-				if _, err := f.Read(buf); err != nil {
-					break
-				}
-			}
-			cmd.Wait()
-			f.Close()
-		}
-	})
-	b.Run("holder", func(b *testing.B) {
-		tm := openBench(b, mark)
-		ctx := context.Background()
-		a, err := tm.Attach(ctx, AttachOptions{})
+	mark := testproc.Guard(b, 20*time.Minute)
+	file, size := catFile(b, 100)
+	ctx := context.Background()
+	buf := make([]byte, 64<<10)
+
+	bare := func() time.Duration {
+		start := time.Now()
+		cmd := exec.Command("cat", file)
+		cmd.Env = testproc.Env(mark)
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer a.Close()
-		buf := make([]byte, 64<<10)
-		b.SetBytes(size)
-		b.ResetTimer()
-		for i := range b.N {
-			marker := fmt.Sprintf("DONE-%d", i)
-			a.Write([]byte(fmt.Sprintf("cat %s; printf 'DONE-%%d\\n' %d\r", file, i)))
-			var tail []byte
-			for !bytes.Contains(tail, []byte(marker+"\r\n")) {
-				n, err := a.Read(buf)
-				if err != nil {
-					b.Fatal(err)
-				}
-				tail = append(tail, buf[:n]...)
-				if len(tail) > 64 {
-					tail = tail[len(tail)-64:]
-				}
+		var n int64
+		for {
+			m, err := f.Read(buf)
+			n += int64(m)
+			if err != nil {
+				break
 			}
 		}
-		b.StopTimer()
-		b.ReportMetric(float64(a.Resyncs()), "resyncs")
-	})
-	b.Run("tmux", func(b *testing.B) {
-		if _, err := exec.LookPath("tmux"); err != nil {
-			b.Skip("no tmux")
+		cmd.Wait()
+		f.Close()
+		if n < size {
+			b.Fatalf("bare read: %d bytes of %d", n, size)
 		}
+		return time.Since(start)
+	}
+
+	tm := openBench(b, mark)
+	a, err := tm.Attach(ctx, AttachOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	var holderCPU, clientCPU time.Duration
+	holder := func(i int) time.Duration {
+		marker := []byte(fmt.Sprintf("DONE-%d.\r\n", i))
+		h0, c0 := cpuOf(b, tm.HolderPid()), selfCPU()
+		start := time.Now()
+		a.Write([]byte(fmt.Sprintf("cat %s; printf 'DONE-%%d.\\n' %d\r", file, i)))
+		var tail []byte
+		for !bytes.Contains(tail, marker) {
+			n, err := a.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tail = append(tail, buf[:n]...)
+			if len(tail) > 64 {
+				tail = tail[len(tail)-64:]
+			}
+		}
+		el := time.Since(start)
+		holderCPU += cpuOf(b, tm.HolderPid()) - h0
+		clientCPU += selfCPU() - c0
+		return el
+	}
+
+	var tmux func(i int) time.Duration
+	var tmuxCPU time.Duration
+	if _, err := exec.LookPath("tmux"); err == nil {
 		p := newPane(b, mark, 80, 24, progEnv(mark), "/bin/sh")
 		p.screen()
+		server, _ := strconv.Atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}")))
 		cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
 		cmd.Env = append(p.env, "TERM=xterm-256color")
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
@@ -347,11 +400,42 @@ func BenchmarkThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer func() { cmd.Process.Kill(); cmd.Wait(); f.Close() }()
-		b.SetBytes(size)
-		b.ResetTimer()
-		for i := range b.N {
+		readUntil(b, f, "$ ")
+		tmux = func(i int) time.Duration {
+			s0 := cpuOf(b, server)
+			start := time.Now()
 			f.Write([]byte(fmt.Sprintf("cat %s; printf 'DONE-%%d.\\n' %d\r", file, i)))
 			readUntil(b, f, fmt.Sprintf("DONE-%d.", i))
+			el := time.Since(start)
+			tmuxCPU += cpuOf(b, server) - s0
+			return el
 		}
-	})
+	}
+
+	var tBare, tHolder, tTmux time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		tBare += bare()
+		tHolder += holder(i)
+		if tmux != nil {
+			tTmux += tmux(i)
+		}
+	}
+	b.StopTimer()
+	mbs := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / 1e6 }
+	perMB := func(d time.Duration) float64 {
+		return float64(d.Microseconds()) / 1000 / (float64(size) * float64(b.N) / 1e6)
+	}
+	b.ReportMetric(float64(size)/1e6, "MB/cat")
+	b.ReportMetric(mbs(tBare), "bare-MB/s")
+	b.ReportMetric(mbs(tHolder), "holder-MB/s")
+	b.ReportMetric(mbs(tHolder)/mbs(tBare), "holder/bare")
+	b.ReportMetric(perMB(holderCPU), "holder-cpu-ms/MB")
+	b.ReportMetric(perMB(clientCPU), "client-cpu-ms/MB")
+	b.ReportMetric(float64(a.Resyncs()), "resyncs")
+	if tmux != nil {
+		b.ReportMetric(mbs(tTmux), "tmux-MB/s")
+		b.ReportMetric(mbs(tHolder)/mbs(tTmux), "holder/tmux")
+		b.ReportMetric(perMB(tmuxCPU), "tmux-server-cpu-ms/MB")
+	}
 }

@@ -124,11 +124,14 @@ type holder struct {
 	exited   chan struct{}
 	wg       sync.WaitGroup // every goroutine but serve's caller
 
-	// mu guards the fields that follow; lock order: mu, then a client's
-	// mu.
+	// out is the forwarding side of the output (output.go): the attached
+	// clients and the output not yet fed to the screen model.
+	out outQueue
+
+	// mu guards the fields that follow; lock order: mu, then out.mu,
+	// then a client's mu.
 	mu         sync.Mutex
 	vt         *vt.Terminal
-	clients    map[*client]struct{}
 	conns      map[net.Conn]struct{}
 	changed    chan struct{} // closed and replaced when the screen or status changes
 	lastOutput time.Time
@@ -192,7 +195,7 @@ func start(spec *Spec) (h *holder, err error) {
 		spec: spec, master: master, slave: slave,
 		input: make(chan inputReq), replyReady: make(chan struct{}, 1),
 		quit: make(chan struct{}), exited: make(chan struct{}),
-		clients: map[*client]struct{}{}, conns: map[net.Conn]struct{}{},
+		conns: map[net.Conn]struct{}{},
 		changed: make(chan struct{}), lastOutput: time.Now(),
 		status: Status{HolderPid: os.Getpid(), ExitCode: -1},
 	}
@@ -240,8 +243,10 @@ func (h *holder) serve() {
 	defer signal.Stop(sigs)
 
 	readDone := make(chan struct{})
-	h.wg.Add(4)
+	h.out.init()
+	h.wg.Add(5)
 	go func() { defer h.wg.Done(); defer close(readDone); h.readPTY() }()
+	go func() { defer h.wg.Done(); h.feed() }()
 	go func() { defer h.wg.Done(); h.writeInput() }()
 	go func() { defer h.wg.Done(); h.accept() }()
 	go func() { defer h.wg.Done(); h.awaitTree(readDone) }()
@@ -282,42 +287,6 @@ func (h *holder) finish() error {
 	os.Remove(filepath.Join(h.spec.Dir, TreeName))
 	os.Remove(filepath.Join(h.spec.Dir, HolderName))
 	return nil
-}
-
-// readPTY feeds the program's output to the screen model and the
-// attached clients' queues. It never waits for a client.
-func (h *holder) readPTY() {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := readBatch(h.master, buf)
-		if n > 0 {
-			h.output(buf[:n])
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (h *holder) output(b []byte) {
-	h.mu.Lock()
-	h.vt.Write(b)
-	h.lastOutput = time.Now()
-	if len(h.clients) > 0 {
-		chunk := append([]byte(nil), b...)
-		for c := range h.clients {
-			c.push(chunk)
-		}
-	}
-	h.changedLocked()
-	replies := len(h.replies) > 0
-	h.mu.Unlock()
-	if replies {
-		select {
-		case h.replyReady <- struct{}{}:
-		default:
-		}
-	}
 }
 
 func (h *holder) changedLocked() {
@@ -376,14 +345,17 @@ func (h *holder) awaitTree(readDone <-chan struct{}) {
 		h.master.SetReadDeadline(time.Now())
 	}
 	h.mu.Lock()
+	h.catchUpLocked(nil)
 	h.status.Exited = true
 	h.status.ExitCode, h.status.Signal, h.status.Outcome = res.ExitCode, res.Signal, string(res.Outcome)
 	if err != nil && res.Error != "" {
 		h.status.Error = res.Error
 	}
-	for c := range h.clients {
+	h.out.mu.Lock()
+	for c := range h.out.clients {
 		c.end(h.status)
 	}
+	h.out.mu.Unlock()
 	h.changedLocked()
 	h.mu.Unlock()
 	close(h.exited)
@@ -475,6 +447,7 @@ func (h *holder) snapshot() Status {
 func (h *holder) screen(req *Request) *Screen {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.catchUpLocked(nil)
 	s := &Screen{Status: h.status, Title: h.vt.Title(), AltScreen: h.vt.Modes().AltScreen}
 	s.Cols, s.Rows = h.vt.Size()
 	s.CursorX, s.CursorY, s.CursorVisible = h.vt.Cursor()
@@ -495,6 +468,7 @@ func (h *holder) resize(sz Size) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.catchUpLocked(nil)
 	if c, r := h.vt.Size(); c == sz.Cols && r == sz.Rows {
 		return nil
 	}
@@ -529,6 +503,7 @@ func (h *holder) wait(gone <-chan struct{}, spec WaitSpec) Answer {
 		st := h.status
 		var match string
 		if re != nil {
+			h.catchUpLocked(nil)
 			text := h.vt.Text()
 			if loc := re.FindStringIndex(text); loc != nil {
 				match = text[loc[0]:loc[1]]
