@@ -195,7 +195,7 @@ func start(spec *Spec) (h *holder, err error) {
 		spec: spec, master: master, slave: slave,
 		input: make(chan inputReq), replyReady: make(chan struct{}, 1),
 		quit: make(chan struct{}), exited: make(chan struct{}),
-		conns: map[net.Conn]struct{}{},
+		conns:   map[net.Conn]struct{}{},
 		changed: make(chan struct{}), lastOutput: time.Now(),
 		status: Status{HolderPid: os.Getpid(), ExitCode: -1},
 	}
