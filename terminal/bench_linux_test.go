@@ -59,24 +59,28 @@ func buildCorral(tb testing.TB, dir string) string {
 	return bin
 }
 
-// BenchmarkHolderIdleMemory measures five idle 80×24 sessions running sh:
-// the holder process only (the program is not counted), as `corral
-// holder` and as cmd/corral-holder, against five idle Go programs and
-// against tmux (its server's growth in private memory per session). PSS
-// shares the binary's text among the five; private memory (clean and
-// dirty, text shared by the five not included) is what one more session
-// costs.
+// BenchmarkHolderIdleMemory measures idle 80×24 sessions running sh, the
+// holder process only (the program is not counted): 50 of them with
+// cmd/corral-holder (CORRAL_BENCH_SESSIONS overrides it) and 5 with
+// `corral holder`, against 5 idle Go programs and against 50 more
+// sessions in one tmux server (its growth in private memory and PSS per
+// session). PSS shares the binary's text among the holders; private
+// memory (text shared by the others not included) is what one more
+// session costs.
 func BenchmarkHolderIdleMemory(b *testing.B) {
-	mark := testproc.Guard(b, 5*time.Minute)
+	mark := testproc.Guard(b, 10*time.Minute)
 	dir := testproc.TempDir(b)
+	n := 50
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_BENCH_SESSIONS")); err == nil && v > 0 {
+		n = v
+	}
 	bin := buildCorral(b, dir)
 	idle := filepath.Join(dir, "idle")
 	if out, err := exec.Command("go", "build", "-o", idle, "./testdata/idle").CombinedOutput(); err != nil {
 		b.Fatalf("go build idle: %v\n%s", err, out)
 	}
-	const n = 5
 	ctx := context.Background()
-	open := func(holder []string, env []string) []*Term {
+	open := func(n int, holder []string, env []string) []*Term {
 		var ts []*Term
 		for i := range n {
 			tm, err := Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d-%d", len(holder[0])+len(holder), i)),
@@ -104,17 +108,17 @@ func BenchmarkHolderIdleMemory(b *testing.B) {
 		}
 		return
 	}
-	corral := open([]string{bin, "holder"}, testproc.Env(mark))
+	corral := open(5, []string{bin, "holder"}, testproc.Env(mark))
 	cp1, cpAvg, cpPriv := measure(corral)
 	small := filepath.Join(dir, "corral-holder")
 	if out, err := exec.Command("go", "build", "-o", small, "github.com/corral-dev/corral/cmd/corral-holder").CombinedOutput(); err != nil {
 		b.Fatalf("go build corral-holder: %v\n%s", err, out)
 	}
-	smallTs := open([]string{small}, testproc.Env(mark))
+	smallTs := open(n, []string{small}, testproc.Env(mark))
 	sp1, spAvg, spPriv := measure(smallTs)
 
 	var idlePss, idlePriv float64
-	for range n {
+	for range 5 {
 		cmd := exec.Command(idle)
 		cmd.Env = testproc.Env(mark)
 		out, _ := cmd.StdoutPipe()
@@ -125,34 +129,36 @@ func BenchmarkHolderIdleMemory(b *testing.B) {
 		b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		time.Sleep(200 * time.Millisecond)
 		p, pr := memKiB(b, cmd.Process.Pid)
-		idlePss += float64(p) / n
-		idlePriv += float64(pr) / n
+		idlePss += float64(p) / 5
+		idlePriv += float64(pr) / 5
 	}
 
-	var tmuxPer float64
+	var tmuxPriv, tmuxPss float64
 	if _, err := exec.LookPath("tmux"); err == nil {
 		p := newPane(b, mark, 80, 24, progEnv(mark), "/bin/sh")
 		pid, _ := strconv.Atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}")))
 		time.Sleep(500 * time.Millisecond)
-		_, before := memKiB(b, pid)
+		pss0, priv0 := memKiB(b, pid)
 		for i := range n {
 			p.tmux("new-session", "-d", "-s", fmt.Sprintf("x%d", i), "-x", "80", "-y", "24", "env -i PS1='$ ' /bin/sh")
 		}
 		time.Sleep(time.Second)
-		_, after := memKiB(b, pid)
-		tmuxPer = float64(after-before) / n
+		pss1, priv1 := memKiB(b, pid)
+		tmuxPriv, tmuxPss = float64(priv1-priv0)/float64(n), float64(pss1-pss0)/float64(n)
 	}
 	for range b.N {
 	}
+	b.ReportMetric(float64(n), "sessions")
 	b.ReportMetric(cp1, "corral-holder-pss-KiB(1st)")
 	b.ReportMetric(cpAvg, "corral-holder-pss-KiB(avg5)")
 	b.ReportMetric(cpPriv, "corral-holder-private-KiB")
 	b.ReportMetric(sp1, "corral-holder-bin-pss-KiB(1st)")
-	b.ReportMetric(spAvg, "corral-holder-bin-pss-KiB(avg5)")
+	b.ReportMetric(spAvg, "corral-holder-bin-pss-KiB(avg)")
 	b.ReportMetric(spPriv, "corral-holder-bin-private-KiB")
 	b.ReportMetric(idlePss, "idle-go-pss-KiB")
 	b.ReportMetric(idlePriv, "idle-go-private-KiB")
-	b.ReportMetric(tmuxPer, "tmux-private-KiB/session")
+	b.ReportMetric(tmuxPriv, "tmux-private-KiB/session")
+	b.ReportMetric(tmuxPss, "tmux-pss-KiB/session")
 }
 
 // BenchmarkAttachFirstScreen: from Attach to the first screen in hand,
@@ -365,6 +371,9 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	defer a.Close()
 	var holderCPU, clientCPU time.Duration
+	// delivered counts the bytes the client read: less than what cat
+	// wrote when the client fell behind and was resynced from the screen.
+	var delivered int64
 	holder := func(i int) time.Duration {
 		marker := []byte(fmt.Sprintf("DONE-%d.\r\n", i))
 		h0, c0 := cpuOf(b, tm.HolderPid()), selfCPU()
@@ -376,6 +385,7 @@ func BenchmarkThroughput(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			delivered += int64(n)
 			tail = append(tail, buf[:n]...)
 			if len(tail) > 64 {
 				tail = tail[len(tail)-64:]
@@ -433,6 +443,7 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(perMB(holderCPU), "holder-cpu-ms/MB")
 	b.ReportMetric(perMB(clientCPU), "client-cpu-ms/MB")
 	b.ReportMetric(float64(a.Resyncs()), "resyncs")
+	b.ReportMetric(float64(delivered)/tHolder.Seconds()/1e6, "holder-delivered-MB/s")
 	if tmux != nil {
 		b.ReportMetric(mbs(tTmux), "tmux-MB/s")
 		b.ReportMetric(mbs(tHolder)/mbs(tTmux), "holder/tmux")
