@@ -450,3 +450,88 @@ func BenchmarkThroughput(b *testing.B) {
 		b.ReportMetric(perMB(tmuxCPU), "tmux-server-cpu-ms/MB")
 	}
 }
+
+// BenchmarkKeystrokeEcho is the round trip of one keystroke to a program
+// that echoes it (cat in raw mode, as an editor echoes what is typed):
+// from the client's write to the echo read back, attached to a terminal
+// session, through tmux (typed into an attached tmux client's terminal,
+// read from it), and on a bare creack/pty, each in its own sub-benchmark.
+func BenchmarkKeystrokeEcho(b *testing.B) {
+	mark := testproc.Guard(b, 5*time.Minute)
+	echo := []string{"/bin/sh", "-c", "stty raw -echo; echo ready; exec cat"}
+	type rw interface {
+		Read([]byte) (int, error)
+		Write([]byte) (int, error)
+	}
+	// loop types a letter and reads until its echo arrives, b.N times.
+	loop := func(b *testing.B, f rw) {
+		buf := make([]byte, 4096)
+		b.ResetTimer()
+		for i := range b.N {
+			key := byte('a' + i%26)
+			if _, err := f.Write([]byte{key}); err != nil {
+				b.Fatal(err)
+			}
+			for seen := false; !seen; {
+				n, err := f.Read(buf)
+				if err != nil {
+					b.Fatal(err)
+				}
+				seen = bytes.IndexByte(buf[:n], key) >= 0
+			}
+		}
+	}
+	waitReady := func(b *testing.B, f rw) {
+		var got []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte("ready")) {
+			n, err := f.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got = append(got, buf[:n]...)
+		}
+	}
+	b.Run("bare-pty", func(b *testing.B) {
+		cmd := exec.Command(echo[0], echo[1:]...)
+		cmd.Env = progEnv(mark)
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait(); f.Close() }()
+		waitReady(b, f)
+		loop(b, f)
+	})
+	b.Run("holder", func(b *testing.B) {
+		dir := filepath.Join(testproc.TempDir(b), "sess")
+		tm, err := Open(context.Background(), dir, Config{Path: echo[0], Args: echo, Env: progEnv(mark),
+			Holder: []string{os.Args[0]}, HolderEnv: append(testproc.Env(mark), holderEnv+"=1")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { tm.Close(context.Background()) })
+		if _, err := tm.Wait(context.Background(), WaitOptions{Text: "ready", Timeout: 10 * time.Second}); err != nil {
+			b.Fatal(err)
+		}
+		a, err := tm.Attach(context.Background(), AttachOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer a.Close()
+		waitReady(b, a) // the redraw shows it
+		loop(b, a)
+	})
+	b.Run("tmux", func(b *testing.B) {
+		p := newPane(b, mark, 80, 24, progEnv(mark), echo...)
+		cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
+		cmd.Env = append(p.env, "TERM=xterm-256color")
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait(); f.Close() }()
+		waitReady(b, f)
+		loop(b, f)
+	})
+}
