@@ -85,6 +85,10 @@ type Terminal struct {
 	replies []byte
 
 	p parser
+
+	// slow turns off the fast paths of Write (runs of ASCII, whole UTF-8
+	// sequences), for the tests that check they change nothing.
+	slow bool
 }
 
 // New returns a cols×rows terminal (each at least 1) in its power-on state.
