@@ -37,6 +37,13 @@ func fastOne(t *testing.T, data []byte, cols, rows uint8, cut uint16) {
 	}
 	var h history
 	for i, l := range fast.cur.lines {
+		if !l.rich {
+			for x, c := range l.cells {
+				if c.Wide != 0 || c.Style != (Style{}) || c.R >= 0x80 || (c.R != 0 && c.R < 0x20) || l.comb != nil {
+					t.Fatalf("row %d is marked plain but cell %d is %+v (combining marks %v)", i, x, c, l.comb)
+				}
+			}
+		}
 		hl := h.encode(l)
 		if g, w := histRuns(hl), lineRuns(l); g != w {
 			t.Fatalf("row %d frozen has the runs\n%s\nthe row itself\n%s", i, g, w)

@@ -185,6 +185,19 @@ func (h *history) encode(l *line) histLine {
 	if end == 0 && flags == 0 {
 		return ""
 	}
+	if !l.rich {
+		// Blank or ASCII in the default style: the text is the runes.
+		b := make([]byte, 1+end)
+		b[0] = flags
+		for i, c := range l.cells[:end] {
+			if c.R == 0 {
+				b[1+i] = ' '
+			} else {
+				b[1+i] = byte(c.R)
+			}
+		}
+		return frozen(b)
+	}
 	// Text first, noting where the style changes.
 	text := h.text[:0]
 	runs := h.runs[:0]

@@ -13,6 +13,11 @@ type line struct {
 	// used bounds the written part: cells[used:] are all zero Cells, so
 	// clearing and storing a short row never walks its whole width.
 	used int
+	// rich is set when a cell may hold a style, a wide or non-ASCII
+	// character or a combining mark. While it is false every cell is
+	// blank or printable ASCII in the default style, and freezing the
+	// row into the scrollback is a copy of its bytes.
+	rich bool
 }
 
 // touch records that cells before x may be non-zero.
@@ -27,6 +32,7 @@ func newLine(cols int) *line { return &line{cells: make([]Cell, cols)} }
 // clear blanks the line with the erase style st (only its background is
 // kept: background colour erase).
 func (l *line) clear(st Style) {
+	l.rich = st.Bg != 0
 	if st.Bg == 0 {
 		clear(l.cells[:l.used])
 		l.used = 0
@@ -56,6 +62,7 @@ func (l *line) erase(from, to int, st Style) {
 	l.fixWide(from)
 	l.fixWide(to)
 	if st.Bg != 0 {
+		l.rich = true
 		l.touch(to)
 	} else {
 		to = min(to, l.used)

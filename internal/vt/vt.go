@@ -230,6 +230,9 @@ func (t *Terminal) print(r rune) {
 		}
 	}
 	ln.touch(x + w)
+	if r >= 0x80 || w != 1 || t.style != (Style{}) {
+		ln.rich = true
+	}
 	if w == 1 {
 		cells[x] = Cell{R: r, Style: t.style}
 	} else {
@@ -262,6 +265,9 @@ func (t *Terminal) printASCII(b []byte) {
 			continue
 		}
 		ln.touch(t.x + n)
+		if t.style != (Style{}) {
+			ln.rich = true
+		}
 		// Field by field: a Cell literal is built on the stack and
 		// copied, and that copy's overlapping stores stall the load
 		// that follows (store forwarding fails), which cost most of
@@ -298,6 +304,7 @@ func (t *Terminal) combine(r rune) {
 	if ln.cells[x].R == 0 {
 		return
 	}
+	ln.rich = true
 	if ln.comb == nil {
 		ln.comb = map[int]string{}
 	}
