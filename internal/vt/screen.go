@@ -171,6 +171,9 @@ func (l *line) resize(cols int) {
 // screen is one grid: the main screen or the alternate one.
 type screen struct {
 	lines []*line
+	// back is where rotateUp moves the window of lines along, so that a
+	// scroll of the whole screen moves one pointer, not all of them.
+	back []*line
 	// saved is the DECSC cursor of this screen.
 	saved savedCursor
 	// kitty is this screen's kitty keyboard flag stack; the top is last.
@@ -183,6 +186,24 @@ func newScreen(cols, rows int) *screen {
 		s.lines[i] = newLine(cols)
 	}
 	return s
+}
+
+// rotateUp moves the top row to the bottom, the others up one.
+func (s *screen) rotateUp() {
+	ls := s.lines
+	n := len(ls)
+	l := ls[0]
+	if cap(ls) == n {
+		if len(s.back) < 2*n {
+			s.back = make([]*line, 4*n)
+		}
+		copy(s.back, ls)
+		clear(s.back[n:])
+		ls = s.back[:n:len(s.back)]
+	}
+	ls = ls[1 : n+1]
+	ls[n-1] = l
+	s.lines = ls
 }
 
 func (s *screen) kittyFlags() uint16 {

@@ -339,6 +339,18 @@ func (t *Terminal) reverseIndex() {
 // kept too.
 func (t *Terminal) scrollUp(n int) {
 	n = min(n, t.bot-t.top+1)
+	if t.top == 0 && t.bot == t.rows-1 && (t.cur == t.main || t.cur == t.alt) {
+		// The whole screen: the window of rows moves along.
+		for range n {
+			l := t.cur.lines[0]
+			if t.cur == t.main {
+				t.hist.push(l)
+			}
+			l.clear(t.style)
+			t.cur.rotateUp()
+		}
+		return
+	}
 	ls := t.cur.lines
 	for range n {
 		l := ls[t.top]
