@@ -340,7 +340,10 @@ func BenchmarkThroughput(b *testing.B) {
 	ctx := context.Background()
 	buf := make([]byte, 64<<10)
 
+	var bareCPU time.Duration
 	bare := func() time.Duration {
+		c0 := selfCPU()
+		defer func() { bareCPU += selfCPU() - c0 }()
 		start := time.Now()
 		cmd := exec.Command("cat", file)
 		cmd.Env = testproc.Env(mark)
@@ -438,6 +441,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 	b.ReportMetric(float64(size)/1e6, "MB/cat")
 	b.ReportMetric(mbs(tBare), "bare-MB/s")
+	b.ReportMetric(perMB(bareCPU), "bare-reader-cpu-ms/MB")
 	b.ReportMetric(mbs(tHolder), "holder-MB/s")
 	b.ReportMetric(mbs(tHolder)/mbs(tBare), "holder/bare")
 	b.ReportMetric(perMB(holderCPU), "holder-cpu-ms/MB")
