@@ -20,7 +20,10 @@
 // Output reaches attached clients through a queue per client bounded in
 // bytes: the PTY reader never waits for a client. A client whose queue
 // would pass the bound loses what is queued, is sent FrameResync and a
-// redraw of the current screen, and continues from there.
+// redraw of the current screen, and continues from there. The reader
+// forwards to the clients before the screen model sees the output; the
+// model is fed from the same buffers on a goroutine of its own
+// (output.go).
 package holder
 
 import (
