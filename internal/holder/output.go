@@ -1,6 +1,7 @@
 package holder
 
 import (
+	"runtime"
 	"sync"
 	"time"
 )
@@ -60,6 +61,12 @@ func (h *holder) readPTY() {
 			// One copy, shared read-only by the feeder and every
 			// client's queue.
 			h.forward(append([]byte(nil), buf[:n]...))
+			// Let the client writers and the feeder take this batch
+			// before the next read: on the holder's one P a reader
+			// that the program keeps busy would otherwise run for a
+			// whole time slice, and a client's queue would fill
+			// meanwhile and be dropped to a redraw.
+			runtime.Gosched()
 		}
 		if err != nil {
 			return
