@@ -19,9 +19,10 @@ import (
 // catchUpLocked, under out.mu: the redraw it gets then shows exactly the
 // output before the first chunk of its queue.
 
-// maxPending bounds the output read but not yet fed to the screen model.
-// Past it the reader waits for the feeder: the model must see every byte,
-// so a program that outruns it is slowed, not dropped.
+// maxPending bounds the output read but not yet taken by the feeder (which
+// may be writing as much again into the model). Past it the reader waits
+// for the feeder: the model must see every byte, so a program that
+// outruns it is slowed, not dropped.
 const maxPending = 1 << 20
 
 // readBuf is the size of one read batch from the PTY.
@@ -129,7 +130,12 @@ func (h *holder) catchUpLocked(then func()) {
 	if len(p) == 0 {
 		return
 	}
-	for _, b := range p {
+	for i, b := range p {
+		if i > 0 {
+			// The reader and the client writers go on between
+			// batches (mu is not theirs).
+			runtime.Gosched()
+		}
 		h.vt.Write(b)
 	}
 	h.lastOutput = time.Now()
