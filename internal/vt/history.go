@@ -187,13 +187,16 @@ func (h *history) encode(l *line) histLine {
 	}
 	if !l.rich {
 		// Blank or ASCII in the default style: the text is the runes.
+		// (Indexed, not ranged by value: the copy of each Cell to the
+		// stack stalls the load of its rune.)
 		b := make([]byte, 1+end)
 		b[0] = flags
-		for i, c := range l.cells[:end] {
-			if c.R == 0 {
+		cells := l.cells[:end]
+		for i := range cells {
+			if r := cells[i].R; r == 0 {
 				b[1+i] = ' '
 			} else {
-				b[1+i] = byte(c.R)
+				b[1+i] = byte(r)
 			}
 		}
 		return frozen(b)
