@@ -11,9 +11,9 @@
 // charmbracelet/x/vt v0.1.0 measured 2.67 MB/s of plain scrolling text and
 // 4.7 MB per idle 80×24 emulator on this machine (a 4 MiB parser buffer
 // per emulator, a grid copy per scroll); hinshun/vt10x has no scrollback
-// and is unmaintained. This package, measured the same way: about 300 MB
-// of plain scrolling text per CPU-second (BenchmarkWritePlain; 110 with
-// colours and wide characters, 57 for yes, a scroll every three bytes),
+// and is unmaintained. This package, measured the same way: about 360 MB
+// of plain scrolling text per CPU-second (BenchmarkWritePlain; 140 with
+// colours and wide characters, 67 for yes, a scroll every three bytes),
 // 51 KB per idle 80×24 terminal (TestIdleMemory), about 1 ms for the
 // Redraw of 120×40 with 2,000 rows of scrollback (BenchmarkRedraw).
 //
