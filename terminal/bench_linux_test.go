@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,24 +59,28 @@ func buildCorral(tb testing.TB, dir string) string {
 	return bin
 }
 
-// BenchmarkHolderIdleMemory measures five idle 80×24 sessions running sh:
-// the holder process only (the program is not counted), as `corral
-// holder` and as cmd/corral-holder, against five idle Go programs and
-// against tmux (its server's growth in private memory per session). PSS
-// shares the binary's text among the five; private memory (clean and
-// dirty, text shared by the five not included) is what one more session
-// costs.
+// BenchmarkHolderIdleMemory measures idle 80×24 sessions running sh, the
+// holder process only (the program is not counted): 50 of them with
+// cmd/corral-holder (CORRAL_BENCH_SESSIONS overrides it) and 5 with
+// `corral holder`, against 5 idle Go programs and against 50 more
+// sessions in one tmux server (its growth in private memory and PSS per
+// session). PSS shares the binary's text among the holders; private
+// memory (text shared by the others not included) is what one more
+// session costs.
 func BenchmarkHolderIdleMemory(b *testing.B) {
-	mark := testproc.Guard(b, 5*time.Minute)
+	mark := testproc.Guard(b, 10*time.Minute)
 	dir := testproc.TempDir(b)
+	n := 50
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_BENCH_SESSIONS")); err == nil && v > 0 {
+		n = v
+	}
 	bin := buildCorral(b, dir)
 	idle := filepath.Join(dir, "idle")
 	if out, err := exec.Command("go", "build", "-o", idle, "./testdata/idle").CombinedOutput(); err != nil {
 		b.Fatalf("go build idle: %v\n%s", err, out)
 	}
-	const n = 5
 	ctx := context.Background()
-	open := func(holder []string, env []string) []*Term {
+	open := func(n int, holder []string, env []string) []*Term {
 		var ts []*Term
 		for i := range n {
 			tm, err := Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d-%d", len(holder[0])+len(holder), i)),
@@ -103,17 +108,17 @@ func BenchmarkHolderIdleMemory(b *testing.B) {
 		}
 		return
 	}
-	corral := open([]string{bin, "holder"}, testproc.Env(mark))
+	corral := open(5, []string{bin, "holder"}, testproc.Env(mark))
 	cp1, cpAvg, cpPriv := measure(corral)
 	small := filepath.Join(dir, "corral-holder")
 	if out, err := exec.Command("go", "build", "-o", small, "github.com/corral-dev/corral/cmd/corral-holder").CombinedOutput(); err != nil {
 		b.Fatalf("go build corral-holder: %v\n%s", err, out)
 	}
-	smallTs := open([]string{small}, testproc.Env(mark))
+	smallTs := open(n, []string{small}, testproc.Env(mark))
 	sp1, spAvg, spPriv := measure(smallTs)
 
 	var idlePss, idlePriv float64
-	for range n {
+	for range 5 {
 		cmd := exec.Command(idle)
 		cmd.Env = testproc.Env(mark)
 		out, _ := cmd.StdoutPipe()
@@ -124,34 +129,36 @@ func BenchmarkHolderIdleMemory(b *testing.B) {
 		b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 		time.Sleep(200 * time.Millisecond)
 		p, pr := memKiB(b, cmd.Process.Pid)
-		idlePss += float64(p) / n
-		idlePriv += float64(pr) / n
+		idlePss += float64(p) / 5
+		idlePriv += float64(pr) / 5
 	}
 
-	var tmuxPer float64
+	var tmuxPriv, tmuxPss float64
 	if _, err := exec.LookPath("tmux"); err == nil {
 		p := newPane(b, mark, 80, 24, progEnv(mark), "/bin/sh")
 		pid, _ := strconv.Atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}")))
 		time.Sleep(500 * time.Millisecond)
-		_, before := memKiB(b, pid)
+		pss0, priv0 := memKiB(b, pid)
 		for i := range n {
 			p.tmux("new-session", "-d", "-s", fmt.Sprintf("x%d", i), "-x", "80", "-y", "24", "env -i PS1='$ ' /bin/sh")
 		}
 		time.Sleep(time.Second)
-		_, after := memKiB(b, pid)
-		tmuxPer = float64(after-before) / n
+		pss1, priv1 := memKiB(b, pid)
+		tmuxPriv, tmuxPss = float64(priv1-priv0)/float64(n), float64(pss1-pss0)/float64(n)
 	}
 	for range b.N {
 	}
+	b.ReportMetric(float64(n), "sessions")
 	b.ReportMetric(cp1, "corral-holder-pss-KiB(1st)")
 	b.ReportMetric(cpAvg, "corral-holder-pss-KiB(avg5)")
 	b.ReportMetric(cpPriv, "corral-holder-private-KiB")
 	b.ReportMetric(sp1, "corral-holder-bin-pss-KiB(1st)")
-	b.ReportMetric(spAvg, "corral-holder-bin-pss-KiB(avg5)")
+	b.ReportMetric(spAvg, "corral-holder-bin-pss-KiB(avg)")
 	b.ReportMetric(spPriv, "corral-holder-bin-private-KiB")
 	b.ReportMetric(idlePss, "idle-go-pss-KiB")
 	b.ReportMetric(idlePriv, "idle-go-private-KiB")
-	b.ReportMetric(tmuxPer, "tmux-private-KiB/session")
+	b.ReportMetric(tmuxPriv, "tmux-private-KiB/session")
+	b.ReportMetric(tmuxPss, "tmux-pss-KiB/session")
 }
 
 // BenchmarkAttachFirstScreen: from Attach to the first screen in hand,
@@ -271,75 +278,134 @@ func readUntil(b *testing.B, f *os.File, marker string) {
 	}
 }
 
-// BenchmarkThroughput: cat of a 16 MB text file through a terminal
+// catFile writes a text file of about mb MB (CORRAL_BENCH_CAT_MB, if set,
+// overrides it) of 80-column lines and returns its path and size.
+func catFile(tb testing.TB, mb int) (string, int64) {
+	tb.Helper()
+	if v, err := strconv.Atoi(os.Getenv("CORRAL_BENCH_CAT_MB")); err == nil && v > 0 {
+		mb = v
+	}
+	file := filepath.Join(testproc.TempDir(tb), "text")
+	f, err := os.Create(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	var size int64
+	for i := 0; size < int64(mb)<<20; i++ {
+		n, _ := fmt.Fprintf(w, "%08d the quick brown fox jumps over the lazy dog, again and again and again\n", i)
+		size += int64(n)
+	}
+	if err := w.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return file, size
+}
+
+// cpuOf is the CPU time (user + system) process pid has used.
+func cpuOf(tb testing.TB, pid int) time.Duration {
+	tb.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// Fields after the command's closing parenthesis; utime and stime
+	// are fields 14 and 15 of the whole line, in clock ticks (100 Hz).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
+}
+
+// selfCPU is the CPU time this process has used.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkThroughput: cat of a 100 MB text file through a terminal
 // session to an attached client, against a bare creack/pty read of the
-// same cat, and against tmux with an attached client.
+// same cat and against tmux with an attached client, the three taking
+// turns in each iteration so that the load of a shared machine falls on
+// all of them alike. It reports each one's MB/s, the ratios to the bare
+// read, and the CPU the holder (tmux: its server) and the client spend
+// per MB.
 func BenchmarkThroughput(b *testing.B) {
-	mark := testproc.Guard(b, 10*time.Minute)
-	dir := testproc.TempDir(b)
-	file := filepath.Join(dir, "text")
-	var w bytes.Buffer
-	for i := 0; w.Len() < 16<<20; i++ {
-		fmt.Fprintf(&w, "%08d the quick brown fox jumps over the lazy dog, again and again and again.\n", i)
-	}
-	if err := os.WriteFile(file, w.Bytes(), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	size := int64(w.Len())
-	b.Run("bare-pty", func(b *testing.B) {
-		b.SetBytes(size)
-		buf := make([]byte, 32<<10)
-		for range b.N {
-			cmd := exec.Command("cat", file)
-			cmd.Env = testproc.Env(mark)
-			f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
-			if err != nil {
-				b.Fatal(err)
-			}
-			for {
-				if _, err := f.Read(buf); err != nil {
-					break
-				}
-			}
-			cmd.Wait()
-			f.Close()
-		}
-	})
-	b.Run("holder", func(b *testing.B) {
-		tm := openBench(b, mark)
-		ctx := context.Background()
-		a, err := tm.Attach(ctx, AttachOptions{})
+	mark := testproc.Guard(b, 20*time.Minute)
+	file, size := catFile(b, 100)
+	ctx := context.Background()
+	buf := make([]byte, 64<<10)
+
+	var bareCPU time.Duration
+	bare := func() time.Duration {
+		c0 := selfCPU()
+		defer func() { bareCPU += selfCPU() - c0 }()
+		start := time.Now()
+		cmd := exec.Command("cat", file)
+		cmd.Env = testproc.Env(mark)
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer a.Close()
-		buf := make([]byte, 64<<10)
-		b.SetBytes(size)
-		b.ResetTimer()
-		for i := range b.N {
-			marker := fmt.Sprintf("DONE-%d", i)
-			a.Write([]byte(fmt.Sprintf("cat %s; printf 'DONE-%%d\\n' %d\r", file, i)))
-			var tail []byte
-			for !bytes.Contains(tail, []byte(marker+"\r\n")) {
-				n, err := a.Read(buf)
-				if err != nil {
-					b.Fatal(err)
-				}
-				tail = append(tail, buf[:n]...)
-				if len(tail) > 64 {
-					tail = tail[len(tail)-64:]
-				}
+		var n int64
+		for {
+			m, err := f.Read(buf)
+			n += int64(m)
+			if err != nil {
+				break
 			}
 		}
-		b.StopTimer()
-		b.ReportMetric(float64(a.Resyncs()), "resyncs")
-	})
-	b.Run("tmux", func(b *testing.B) {
-		if _, err := exec.LookPath("tmux"); err != nil {
-			b.Skip("no tmux")
+		cmd.Wait()
+		f.Close()
+		if n < size {
+			b.Fatalf("bare read: %d bytes of %d", n, size)
 		}
+		return time.Since(start)
+	}
+
+	tm := openBench(b, mark)
+	a, err := tm.Attach(ctx, AttachOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	var holderCPU, clientCPU time.Duration
+	// delivered counts the bytes the client read: less than what cat
+	// wrote when the client fell behind and was resynced from the screen.
+	var delivered int64
+	holder := func(i int) time.Duration {
+		marker := []byte(fmt.Sprintf("DONE-%d.\r\n", i))
+		h0, c0 := cpuOf(b, tm.HolderPid()), selfCPU()
+		start := time.Now()
+		a.Write([]byte(fmt.Sprintf("cat %s; printf 'DONE-%%d.\\n' %d\r", file, i)))
+		var tail []byte
+		for !bytes.Contains(tail, marker) {
+			n, err := a.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			delivered += int64(n)
+			tail = append(tail, buf[:n]...)
+			if len(tail) > 64 {
+				tail = tail[len(tail)-64:]
+			}
+		}
+		el := time.Since(start)
+		holderCPU += cpuOf(b, tm.HolderPid()) - h0
+		clientCPU += selfCPU() - c0
+		return el
+	}
+
+	var tmux func(i int) time.Duration
+	var tmuxCPU time.Duration
+	if _, err := exec.LookPath("tmux"); err == nil {
 		p := newPane(b, mark, 80, 24, progEnv(mark), "/bin/sh")
 		p.screen()
+		server, _ := strconv.Atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}")))
 		cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
 		cmd.Env = append(p.env, "TERM=xterm-256color")
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
@@ -347,11 +413,129 @@ func BenchmarkThroughput(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer func() { cmd.Process.Kill(); cmd.Wait(); f.Close() }()
-		b.SetBytes(size)
-		b.ResetTimer()
-		for i := range b.N {
+		readUntil(b, f, "$ ")
+		tmux = func(i int) time.Duration {
+			s0 := cpuOf(b, server)
+			start := time.Now()
 			f.Write([]byte(fmt.Sprintf("cat %s; printf 'DONE-%%d.\\n' %d\r", file, i)))
 			readUntil(b, f, fmt.Sprintf("DONE-%d.", i))
+			el := time.Since(start)
+			tmuxCPU += cpuOf(b, server) - s0
+			return el
 		}
+	}
+
+	var tBare, tHolder, tTmux time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		tBare += bare()
+		tHolder += holder(i)
+		if tmux != nil {
+			tTmux += tmux(i)
+		}
+	}
+	b.StopTimer()
+	mbs := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / 1e6 }
+	perMB := func(d time.Duration) float64 {
+		return float64(d.Microseconds()) / 1000 / (float64(size) * float64(b.N) / 1e6)
+	}
+	b.ReportMetric(float64(size)/1e6, "MB/cat")
+	b.ReportMetric(mbs(tBare), "bare-MB/s")
+	b.ReportMetric(perMB(bareCPU), "bare-reader-cpu-ms/MB")
+	b.ReportMetric(mbs(tHolder), "holder-MB/s")
+	b.ReportMetric(mbs(tHolder)/mbs(tBare), "holder/bare")
+	b.ReportMetric(perMB(holderCPU), "holder-cpu-ms/MB")
+	b.ReportMetric(perMB(clientCPU), "client-cpu-ms/MB")
+	b.ReportMetric(float64(a.Resyncs()), "resyncs")
+	b.ReportMetric(float64(delivered)/tHolder.Seconds()/1e6, "holder-delivered-MB/s")
+	if tmux != nil {
+		b.ReportMetric(mbs(tTmux), "tmux-MB/s")
+		b.ReportMetric(mbs(tHolder)/mbs(tTmux), "holder/tmux")
+		b.ReportMetric(perMB(tmuxCPU), "tmux-server-cpu-ms/MB")
+	}
+}
+
+// BenchmarkKeystrokeEcho is the round trip of one keystroke to a program
+// that echoes it (cat in raw mode, as an editor echoes what is typed):
+// from the client's write to the echo read back, attached to a terminal
+// session, through tmux (typed into an attached tmux client's terminal,
+// read from it), and on a bare creack/pty, each in its own sub-benchmark.
+func BenchmarkKeystrokeEcho(b *testing.B) {
+	mark := testproc.Guard(b, 5*time.Minute)
+	echo := []string{"/bin/sh", "-c", "stty raw -echo; echo ready; exec cat"}
+	type rw interface {
+		Read([]byte) (int, error)
+		Write([]byte) (int, error)
+	}
+	// loop types a letter and reads until its echo arrives, b.N times.
+	loop := func(b *testing.B, f rw) {
+		buf := make([]byte, 4096)
+		b.ResetTimer()
+		for i := range b.N {
+			key := byte('a' + i%26)
+			if _, err := f.Write([]byte{key}); err != nil {
+				b.Fatal(err)
+			}
+			for seen := false; !seen; {
+				n, err := f.Read(buf)
+				if err != nil {
+					b.Fatal(err)
+				}
+				seen = bytes.IndexByte(buf[:n], key) >= 0
+			}
+		}
+	}
+	waitReady := func(b *testing.B, f rw) {
+		var got []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte("ready")) {
+			n, err := f.Read(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			got = append(got, buf[:n]...)
+		}
+	}
+	b.Run("bare-pty", func(b *testing.B) {
+		cmd := exec.Command(echo[0], echo[1:]...)
+		cmd.Env = progEnv(mark)
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait(); f.Close() }()
+		waitReady(b, f)
+		loop(b, f)
+	})
+	b.Run("holder", func(b *testing.B) {
+		dir := filepath.Join(testproc.TempDir(b), "sess")
+		tm, err := Open(context.Background(), dir, Config{Path: echo[0], Args: echo, Env: progEnv(mark),
+			Holder: []string{os.Args[0]}, HolderEnv: append(testproc.Env(mark), holderEnv+"=1")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { tm.Close(context.Background()) })
+		if _, err := tm.Wait(context.Background(), WaitOptions{Text: "ready", Timeout: 10 * time.Second}); err != nil {
+			b.Fatal(err)
+		}
+		a, err := tm.Attach(context.Background(), AttachOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer a.Close()
+		waitReady(b, a) // the redraw shows it
+		loop(b, a)
+	})
+	b.Run("tmux", func(b *testing.B) {
+		p := newPane(b, mark, 80, 24, progEnv(mark), echo...)
+		cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
+		cmd.Env = append(p.env, "TERM=xterm-256color")
+		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { cmd.Process.Kill(); cmd.Wait(); f.Close() }()
+		waitReady(b, f)
+		loop(b, f)
 	})
 }

@@ -20,19 +20,20 @@ func (h *holder) attach(conn net.Conn, r *bufio.Reader, req *Request) {
 	c := newClient()
 	h.mu.Lock()
 	st := h.status
-	// The redraw and the registration happen under one lock: every
-	// chunk the client is sent after the redraw came after it.
-	redraw := h.vt.Redraw(vt.RedrawOptions{Scrollback: req.Scrollback})
+	// The client is registered where the screen model has caught up
+	// with the output forwarded: every chunk it is sent after the redraw
+	// came after it.
 	if st.Exited {
 		c.ended, c.status = true, st
 	} else {
-		h.clients[c] = struct{}{}
+		h.catchUpLocked(func() { h.out.clients[c] = struct{}{} })
 	}
+	redraw := h.vt.Redraw(vt.RedrawOptions{Scrollback: req.Scrollback})
 	h.mu.Unlock()
 	defer func() {
-		h.mu.Lock()
-		delete(h.clients, c)
-		h.mu.Unlock()
+		h.out.mu.Lock()
+		delete(h.out.clients, c)
+		h.out.mu.Unlock()
 	}()
 	if WriteJSON(conn, FrameAnswer, Answer{Status: &st}) != nil || WriteFrame(conn, FrameOutput, redraw) != nil {
 		return
@@ -86,11 +87,13 @@ func (h *holder) clientWriter(conn net.Conn, c *client) {
 			// Dropped: redraw from the screen model, and take output
 			// from the queue again from the same moment.
 			h.mu.Lock()
+			h.catchUpLocked(func() {
+				c.mu.Lock()
+				c.behind, c.q, c.qBytes = false, nil, 0
+				c.resyncs++
+				c.mu.Unlock()
+			})
 			redraw := h.vt.Redraw(vt.RedrawOptions{})
-			c.mu.Lock()
-			c.behind, c.q, c.qBytes = false, nil, 0
-			c.resyncs++
-			c.mu.Unlock()
 			h.mu.Unlock()
 			if WriteFrame(conn, FrameResync, nil) != nil || WriteFrame(conn, FrameOutput, redraw) != nil {
 				return

@@ -20,7 +20,10 @@
 // Output reaches attached clients through a queue per client bounded in
 // bytes: the PTY reader never waits for a client. A client whose queue
 // would pass the bound loses what is queued, is sent FrameResync and a
-// redraw of the current screen, and continues from there.
+// redraw of the current screen, and continues from there. The reader
+// forwards to the clients before the screen model sees the output; the
+// model is fed from the same buffers on a goroutine of its own
+// (output.go).
 package holder
 
 import (
@@ -35,6 +38,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -69,6 +73,13 @@ const exitDrain = 2 * time.Second
 // closes it, then serves until closed. Logs go to stderr. It returns the
 // process's exit status.
 func Main(stdin io.Reader, stdout io.WriteCloser, stderr io.Writer) int {
+	// One P: an idle holder then keeps fewer threads and per-P caches
+	// (about 250 KiB less; BenchmarkHolderIdleMemory), and its reader,
+	// feeder and client writers hand off on one thread rather than by
+	// waking another (less CPU per MB, BenchmarkThroughput).
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	ready := func(r Ready) {
 		json.NewEncoder(stdout).Encode(r)
 		stdout.Close()
@@ -90,7 +101,13 @@ func Main(stdin io.Reader, stdout io.WriteCloser, stderr io.Writer) int {
 	var h *holder
 	var err error
 	started := make(chan struct{})
-	go func() { defer close(started); h, err = start(&spec) }()
+	go func() {
+		// Locked and never unlocked: the thread ends with the
+		// goroutine, rather than staying parked for the session's life.
+		runtime.LockOSThread()
+		defer close(started)
+		h, err = start(&spec)
+	}()
 	<-started
 	if err != nil {
 		ready(Ready{Error: "holder: " + err.Error()})
@@ -124,11 +141,14 @@ type holder struct {
 	exited   chan struct{}
 	wg       sync.WaitGroup // every goroutine but serve's caller
 
-	// mu guards the fields that follow; lock order: mu, then a client's
-	// mu.
+	// out is the forwarding side of the output (output.go): the attached
+	// clients and the output not yet fed to the screen model.
+	out outQueue
+
+	// mu guards the fields that follow; lock order: mu, then out.mu,
+	// then a client's mu.
 	mu         sync.Mutex
 	vt         *vt.Terminal
-	clients    map[*client]struct{}
 	conns      map[net.Conn]struct{}
 	changed    chan struct{} // closed and replaced when the screen or status changes
 	lastOutput time.Time
@@ -192,7 +212,7 @@ func start(spec *Spec) (h *holder, err error) {
 		spec: spec, master: master, slave: slave,
 		input: make(chan inputReq), replyReady: make(chan struct{}, 1),
 		quit: make(chan struct{}), exited: make(chan struct{}),
-		clients: map[*client]struct{}{}, conns: map[net.Conn]struct{}{},
+		conns:   map[net.Conn]struct{}{},
 		changed: make(chan struct{}), lastOutput: time.Now(),
 		status: Status{HolderPid: os.Getpid(), ExitCode: -1},
 	}
@@ -240,8 +260,10 @@ func (h *holder) serve() {
 	defer signal.Stop(sigs)
 
 	readDone := make(chan struct{})
-	h.wg.Add(4)
+	h.out.init()
+	h.wg.Add(5)
 	go func() { defer h.wg.Done(); defer close(readDone); h.readPTY() }()
+	go func() { defer h.wg.Done(); h.feed() }()
 	go func() { defer h.wg.Done(); h.writeInput() }()
 	go func() { defer h.wg.Done(); h.accept() }()
 	go func() { defer h.wg.Done(); h.awaitTree(readDone) }()
@@ -282,42 +304,6 @@ func (h *holder) finish() error {
 	os.Remove(filepath.Join(h.spec.Dir, TreeName))
 	os.Remove(filepath.Join(h.spec.Dir, HolderName))
 	return nil
-}
-
-// readPTY feeds the program's output to the screen model and the
-// attached clients' queues. It never waits for a client.
-func (h *holder) readPTY() {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := readBatch(h.master, buf)
-		if n > 0 {
-			h.output(buf[:n])
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (h *holder) output(b []byte) {
-	h.mu.Lock()
-	h.vt.Write(b)
-	h.lastOutput = time.Now()
-	if len(h.clients) > 0 {
-		chunk := append([]byte(nil), b...)
-		for c := range h.clients {
-			c.push(chunk)
-		}
-	}
-	h.changedLocked()
-	replies := len(h.replies) > 0
-	h.mu.Unlock()
-	if replies {
-		select {
-		case h.replyReady <- struct{}{}:
-		default:
-		}
-	}
 }
 
 func (h *holder) changedLocked() {
@@ -376,14 +362,17 @@ func (h *holder) awaitTree(readDone <-chan struct{}) {
 		h.master.SetReadDeadline(time.Now())
 	}
 	h.mu.Lock()
+	h.catchUpLocked(nil)
 	h.status.Exited = true
 	h.status.ExitCode, h.status.Signal, h.status.Outcome = res.ExitCode, res.Signal, string(res.Outcome)
 	if err != nil && res.Error != "" {
 		h.status.Error = res.Error
 	}
-	for c := range h.clients {
+	h.out.mu.Lock()
+	for c := range h.out.clients {
 		c.end(h.status)
 	}
+	h.out.mu.Unlock()
 	h.changedLocked()
 	h.mu.Unlock()
 	close(h.exited)
@@ -475,6 +464,7 @@ func (h *holder) snapshot() Status {
 func (h *holder) screen(req *Request) *Screen {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.catchUpLocked(nil)
 	modes := h.vt.Modes()
 	s := &Screen{Status: h.status, Title: h.vt.Title(), AltScreen: modes.AltScreen, AppCursor: modes.CursorKeys}
 	s.Cols, s.Rows = h.vt.Size()
@@ -496,6 +486,7 @@ func (h *holder) resize(sz Size) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.catchUpLocked(nil)
 	if c, r := h.vt.Size(); c == sz.Cols && r == sz.Rows {
 		return nil
 	}
@@ -530,6 +521,7 @@ func (h *holder) wait(gone <-chan struct{}, spec WaitSpec) Answer {
 		st := h.status
 		var match string
 		if re != nil {
+			h.catchUpLocked(nil)
 			text := h.vt.Text()
 			if loc := re.FindStringIndex(text); loc != nil {
 				match = text[loc[0]:loc[1]]

@@ -185,6 +185,22 @@ func (h *history) encode(l *line) histLine {
 	if end == 0 && flags == 0 {
 		return ""
 	}
+	if !l.rich {
+		// Blank or ASCII in the default style: the text is the runes.
+		// (Indexed, not ranged by value: the copy of each Cell to the
+		// stack stalls the load of its rune.)
+		b := make([]byte, 1+end)
+		b[0] = flags
+		cells := l.cells[:end]
+		for i := range cells {
+			if r := cells[i].R; r == 0 {
+				b[1+i] = ' '
+			} else {
+				b[1+i] = byte(r)
+			}
+		}
+		return frozen(b)
+	}
 	// Text first, noting where the style changes.
 	text := h.text[:0]
 	runs := h.runs[:0]
@@ -195,31 +211,39 @@ func (h *history) encode(l *line) histLine {
 		cur = l.cells[0].Style
 	}
 	start := 0
+	// styled: a run of non-zero length has a style. Checked when a run
+	// ends rather than per cell: this loop is the cost of every row that
+	// scrolls off.
 	styled := false
-	for i, c := range l.cells[:end] {
+	cells := l.cells[:end]
+	for i := range cells {
+		c := &cells[i]
 		if c.Wide == wideTail {
 			continue
 		}
 		if c.Style != cur {
+			if len(text) > start && cur != (Style{}) {
+				styled = true
+			}
 			runs = appendStyle(appendUvarint(runs, len(text)-start), cur)
 			nruns++
 			start = len(text)
 			cur = c.Style
 		}
-		if c.Style != (Style{}) {
-			styled = true
-		}
-		switch {
-		case c.R == 0:
+		switch r := c.R; {
+		case r == 0:
 			text = append(text, ' ')
-		case c.R < utf8.RuneSelf:
-			text = append(text, byte(c.R))
+		case r < utf8.RuneSelf:
+			text = append(text, byte(r))
 		default:
-			text = utf8.AppendRune(text, c.R)
+			text = utf8.AppendRune(text, r)
 		}
 		if l.comb != nil {
 			text = append(text, l.comb[i]...)
 		}
+	}
+	if len(text) > start && cur != (Style{}) {
+		styled = true
 	}
 	if !styled {
 		b := make([]byte, 0, 1+len(text))

@@ -61,7 +61,18 @@ func (t *Terminal) Write(b []byte) (int, error) {
 				}
 				continue
 			}
-			if c >= 0x20 && c < 0x7f {
+			if t.slow {
+				// The reference path (tests): a byte at a time.
+				switch {
+				case c >= 0x20 && c < 0x7f:
+					t.print(rune(c))
+					i++
+					continue
+				case c >= 0x80:
+					i = t.startUTF8(b, i)
+					continue
+				}
+			} else if c >= 0x20 && c < 0x7f {
 				j := i + 1
 				for j < len(b) && b[j] >= 0x20 && b[j] < 0x7f {
 					j++

@@ -53,12 +53,15 @@ func recordings(dir string) []recording {
 			argv: []string{"dialog", "--title", "Pick one", "--menu", "Choose a colour:", "15", "50", "4",
 				"red", "a warm colour", "green", "grass", "blue", "the sea", "black", "night"},
 			keys: []string{"\x1b[B", "\x1b[B", "\t", "\t", "\r"}},
-		// vttest's first menu entries: cursor movement, screen features,
-		// character sets; each screen waits for Return.
+		// vttest's first menu entries: cursor movement, screen
+		// features; each screen waits for Return.
 		{name: "vttest-cursor", cols: 80, rows: 24, argv: []string{"vttest"},
 			keys: []string{"1\r", "\r", "\r", "\r", "\r", "\r", "\r", "0\r"}},
 		{name: "vttest-screen", cols: 80, rows: 24, argv: []string{"vttest"},
 			keys: append(append([]string{"2\r"}, strings.Split(strings.Repeat("\r", 15), "")...), "0\r")},
+		// Menu 8: insert and delete characters and lines (VT102).
+		{name: "vttest-insdel", cols: 80, rows: 24, argv: []string{"vttest"},
+			keys: append(append([]string{"8\r"}, strings.Split(strings.Repeat("\r", 14), "")...), "0\r")},
 		{name: "bash-colour", cols: 60, rows: 20,
 			argv: []string{"bash", "--norc", "--noprofile", "-i"},
 			keys: []string{"ls --color=always -la /usr/bin | head -30\r", "printf '\\e[38;5;208morange\\e[0m \\e[48;2;0;0;255mblue\\e[0m\\n'\r",

@@ -100,7 +100,7 @@ func appendPlain(b []byte, l *line) []byte {
 func styledEnd(l *line) int {
 	end := l.used
 	for end > 0 {
-		c := l.cells[end-1]
+		c := &l.cells[end-1]
 		if (c.R != 0 && c.R != ' ') || c.Style != (Style{}) || (l.comb != nil && l.comb[end-1] != "") {
 			break
 		}

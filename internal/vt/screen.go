@@ -13,6 +13,11 @@ type line struct {
 	// used bounds the written part: cells[used:] are all zero Cells, so
 	// clearing and storing a short row never walks its whole width.
 	used int
+	// rich is set when a cell may hold a style, a wide or non-ASCII
+	// character or a combining mark. While it is false every cell is
+	// blank or printable ASCII in the default style, and freezing the
+	// row into the scrollback is a copy of its bytes.
+	rich bool
 }
 
 // touch records that cells before x may be non-zero.
@@ -27,6 +32,7 @@ func newLine(cols int) *line { return &line{cells: make([]Cell, cols)} }
 // clear blanks the line with the erase style st (only its background is
 // kept: background colour erase).
 func (l *line) clear(st Style) {
+	l.rich = st.Bg != 0
 	if st.Bg == 0 {
 		clear(l.cells[:l.used])
 		l.used = 0
@@ -56,6 +62,7 @@ func (l *line) erase(from, to int, st Style) {
 	l.fixWide(from)
 	l.fixWide(to)
 	if st.Bg != 0 {
+		l.rich = true
 		l.touch(to)
 	} else {
 		to = min(to, l.used)
@@ -164,6 +171,9 @@ func (l *line) resize(cols int) {
 // screen is one grid: the main screen or the alternate one.
 type screen struct {
 	lines []*line
+	// back is where rotateUp moves the window of lines along, so that a
+	// scroll of the whole screen moves one pointer, not all of them.
+	back []*line
 	// saved is the DECSC cursor of this screen.
 	saved savedCursor
 	// kitty is this screen's kitty keyboard flag stack; the top is last.
@@ -176,6 +186,24 @@ func newScreen(cols, rows int) *screen {
 		s.lines[i] = newLine(cols)
 	}
 	return s
+}
+
+// rotateUp moves the top row to the bottom, the others up one.
+func (s *screen) rotateUp() {
+	ls := s.lines
+	n := len(ls)
+	l := ls[0]
+	if cap(ls) == n {
+		if len(s.back) < 2*n {
+			s.back = make([]*line, 4*n)
+		}
+		copy(s.back, ls)
+		clear(s.back[n:])
+		ls = s.back[:n:len(s.back)]
+	}
+	ls = ls[1 : n+1]
+	ls[n-1] = l
+	s.lines = ls
 }
 
 func (s *screen) kittyFlags() uint16 {

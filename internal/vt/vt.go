@@ -85,6 +85,10 @@ type Terminal struct {
 	replies []byte
 
 	p parser
+
+	// slow turns off the fast paths of Write (runs of ASCII, whole UTF-8
+	// sequences), for the tests that check they change nothing.
+	slow bool
 }
 
 // New returns a cols×rows terminal (each at least 1) in its power-on state.
@@ -226,6 +230,9 @@ func (t *Terminal) print(r rune) {
 		}
 	}
 	ln.touch(x + w)
+	if r >= 0x80 || w != 1 || t.style != (Style{}) {
+		ln.rich = true
+	}
 	if w == 1 {
 		cells[x] = Cell{R: r, Style: t.style}
 	} else {
@@ -258,9 +265,17 @@ func (t *Terminal) printASCII(b []byte) {
 			continue
 		}
 		ln.touch(t.x + n)
+		if t.style != (Style{}) {
+			ln.rich = true
+		}
+		// Field by field: a Cell literal is built on the stack and
+		// copied, and that copy's overlapping stores stall the load
+		// that follows (store forwarding fails), which cost most of
+		// the time of plain text.
 		st := t.style
 		for i, c := range b[:n] {
-			cells[i] = Cell{R: rune(c), Style: st}
+			p := &cells[i]
+			p.R, p.Wide, p.Style = rune(c), 0, st
 		}
 		t.lastRune = rune(b[n-1])
 		b = b[n:]
@@ -289,6 +304,7 @@ func (t *Terminal) combine(r rune) {
 	if ln.cells[x].R == 0 {
 		return
 	}
+	ln.rich = true
 	if ln.comb == nil {
 		ln.comb = map[int]string{}
 	}
@@ -323,6 +339,18 @@ func (t *Terminal) reverseIndex() {
 // kept too.
 func (t *Terminal) scrollUp(n int) {
 	n = min(n, t.bot-t.top+1)
+	if t.top == 0 && t.bot == t.rows-1 && (t.cur == t.main || t.cur == t.alt) {
+		// The whole screen: the window of rows moves along.
+		for range n {
+			l := t.cur.lines[0]
+			if t.cur == t.main {
+				t.hist.push(l)
+			}
+			l.clear(t.style)
+			t.cur.rotateUp()
+		}
+		return
+	}
 	ls := t.cur.lines
 	for range n {
 		l := ls[t.top]
