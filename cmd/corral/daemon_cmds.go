@@ -223,8 +223,12 @@ func runDaemon(dir, listen, tlsDir string, ops *daemonOps) error {
 	// A session that uses up a thread limit the daemon shares with it
 	// must not make the daemon die of a thread it could not create.
 	daemon.ReserveThreads()
+	var holderCmd []string
+	if ops.holder != "" {
+		holderCmd = []string{ops.holder}
+	}
 	d, err := server.Open(server.Config{Config: daemon.Config{StateDir: dir, Isolation: iso,
-		Log: log}, Listen: listen, TLSDir: tlsDir})
+		Log: log, Holder: holderCmd}, Listen: listen, TLSDir: tlsDir})
 	if err != nil {
 		code := exitInternal
 		if errors.Is(err, daemon.ErrRunning) {

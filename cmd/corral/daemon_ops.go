@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -24,6 +26,7 @@ type daemonOps struct {
 	health    string
 	logFormat string
 	drain     time.Duration
+	holder    string
 }
 
 // defaultDrain fits Kubernetes' default grace (30 s) when the pod's
@@ -36,12 +39,13 @@ func (o *daemonOps) register(fl *pflag.FlagSet) {
 	fl.StringVar(&o.health, "metrics", "", "the same as --health (the name Prometheus users look for)")
 	fl.StringVar(&o.logFormat, "log-format", "text", "the daemon's log lines on stderr: text, or json (one JSON object a line)")
 	durationFlag(fl, &o.drain, "drain-timeout", defaultDrain, "on SIGTERM, how long running commands may finish before the daemon exits (a second SIGTERM stops waiting)")
+	fl.StringVar(&o.holder, "holder", "", "run terminal sessions' holders with this program (the small corral-holder binary, an absolute path) instead of corral's own holder role")
 }
 
 // opsFlagsUnused refuses the flags of a running daemon on `daemon stop`
 // or `daemon status`, which would ignore them.
 func opsFlagsUnused(fl *pflag.FlagSet, verb string) error {
-	for _, name := range []string{"health", "metrics", "log-format", "drain-timeout"} {
+	for _, name := range []string{"health", "metrics", "log-format", "drain-timeout", "holder"} {
 		if fl.Changed(name) {
 			return usageErr("daemon %s: --%s is for running the daemon (corral daemon --%s ...), not for %s", verb, name, name, verb)
 		}
@@ -57,6 +61,11 @@ func (o *daemonOps) check() error {
 	}
 	if o.drain <= 0 {
 		return usageErr("daemon: --drain-timeout must be positive (got %v)", o.drain)
+	}
+	if o.holder != "" {
+		if err := checkHolder(o.holder); err != nil {
+			return usageErr("daemon: --holder %s: %v", o.holder, err)
+		}
 	}
 	if o.health != "" {
 		if _, err := healthAddr(o.health); err != nil {
@@ -142,4 +151,25 @@ func signals() (ctx context.Context, hurry <-chan struct{}, release func()) {
 		}
 	}()
 	return ctx, h, func() { signal.Stop(ch); close(done); cancel() }
+}
+
+// checkHolder refuses a --holder that could not run a holder: it must be
+// an absolute path (the holder runs in /) to an executable regular file
+// that no one but its owner may change (what it runs holds every terminal
+// session's input and screen).
+func checkHolder(path string) error {
+	if !filepath.IsAbs(path) {
+		return errors.New("give an absolute path (for example $PWD/bin/corral-holder)")
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return errors.New("not an executable file (build it with: CGO_ENABLED=0 go build -o bin/corral-holder ./cmd/corral-holder)")
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("others may write to it (mode %v): chmod go-w it", fi.Mode().Perm())
+	}
+	return nil
 }
