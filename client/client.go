@@ -333,10 +333,17 @@ func (c *Client) get(ctx context.Context) (wc *wire.Conn, reused bool, err error
 	}
 	c.mu.Unlock()
 	wc, err = c.connect(ctx)
-	if err != nil && (notListening(err) || errors.Is(err, ErrNoDaemon)) {
+	if err != nil && (notListening(err) || errors.Is(err, ErrNoDaemon) || connBroke(err)) {
 		return nil, false, &lostError{err}
 	}
 	return wc, false, err
+}
+
+// connBroke reports whether err says the daemon closed or reset the
+// connection (a stopping daemon drops the connections it has not
+// answered): the daemon was lost, not a failure of its own kind.
+func connBroke(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // send gets a connection and sends a call's frame on it. A reused
