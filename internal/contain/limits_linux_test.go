@@ -4,9 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // benchCgroup makes an empty tree cgroup to read, removed after the test.
@@ -133,13 +136,16 @@ func BenchmarkLimitsPhases(b *testing.B) {
 }
 
 // BenchmarkApplyLimits is the writes of a memory, cpu and pids limit into a
-// fresh cgroup, each limit alone.
+// fresh cgroup, as applyLimits does them (each file opened relative to the
+// cgroup's directory, open anyway for clone3) against by their paths from
+// the root (what it did), alternately in one loop, each limit alone.
 func BenchmarkApplyLimits(b *testing.B) {
 	for _, tc := range []struct {
 		name string
 		l    Limits
 	}{
 		{"memory", Limits{MemoryMax: 256 << 20}}, {"cpu", Limits{CPUs: 1}}, {"pids", Limits{PidsMax: 100}},
+		{"all", Limits{MemoryMax: 256 << 20, CPUs: 1, PidsMax: 100}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			base, err := cgroupBase()
@@ -149,26 +155,59 @@ func BenchmarkApplyLimits(b *testing.B) {
 			if err := prepareControllers(base, tc.l.controllers()); err != nil {
 				b.Skip(err)
 			}
-			var mk, apply, rm time.Duration
-			for i := 0; i < b.N; i++ {
-				t0 := time.Now()
+			var byPath, atDir time.Duration
+			one := func(at bool) time.Duration {
 				dir := filepath.Join(base, "t-bench-"+newTreeID())
 				if err := os.Mkdir(dir, 0o755); err != nil {
 					b.Fatal(err)
 				}
-				t1 := time.Now()
-				if err := applyLimits(dir, tc.l); err != nil {
+				defer removeCgroup(dir)
+				fd := unix.AT_FDCWD
+				if at {
+					if fd, err = unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+						b.Fatal(err)
+					}
+					defer unix.Close(fd)
+				}
+				t0 := time.Now()
+				if at {
+					err = applyLimits(dir, fd, tc.l)
+				} else {
+					err = applyLimitsByPath(dir, tc.l)
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
-				t2 := time.Now()
-				if err := removeCgroup(dir); err != nil {
-					b.Fatal(err)
-				}
-				mk, apply, rm = mk+t1.Sub(t0), apply+t2.Sub(t1), rm+time.Since(t2)
+				return time.Since(t0)
 			}
-			b.ReportMetric(float64(mk.Microseconds())/float64(b.N), "mkdir-us/op")
-			b.ReportMetric(float64(apply.Microseconds())/float64(b.N), "apply-us/op")
-			b.ReportMetric(float64(rm.Microseconds())/float64(b.N), "rmdir-us/op")
+			for i := 0; i < b.N; i++ {
+				byPath += one(false)
+				atDir += one(true)
+			}
+			b.ReportMetric(float64(byPath.Microseconds())/float64(b.N), "by-path-us/op")
+			b.ReportMetric(float64(atDir.Microseconds())/float64(b.N), "at-dir-us/op")
+			b.ReportMetric(float64(atDir)/float64(byPath), "x-by-path")
 		})
 	}
+}
+
+// applyLimitsByPath is applyLimits as it was, each file opened by its path:
+// BenchmarkApplyLimits's baseline.
+func applyLimitsByPath(dir string, l Limits) error {
+	for _, w := range []struct {
+		set     bool
+		file, v string
+	}{
+		{l.MemoryHigh > 0, "memory.high", strconv.FormatInt(l.MemoryHigh, 10)},
+		{l.MemoryMax > 0, "memory.max", strconv.FormatInt(l.MemoryMax, 10)},
+		{l.CPUs > 0, "cpu.max", cpuMax(l.CPUs)},
+		{l.PidsMax > 0, "pids.max", strconv.Itoa(l.PidsMax)},
+	} {
+		if w.set {
+			if err := writeSmall(filepath.Join(dir, w.file), w.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
