@@ -169,6 +169,12 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	case err == nil && fi.IsDir(), errors.Is(err, os.ErrNotExist) && strings.ContainsRune(target, os.PathSeparator):
 		c.stateDir = target
 	case err != nil:
+		// A link planted in a sticky directory cannot be followed at all
+		// where fs.protected_symlinks is on (Debian's kernels, systemd's
+		// default): the stat fails with EACCES, and the reason is the link.
+		if verr := statedir.Verify(target); errors.Is(verr, statedir.ErrUnsafe) {
+			return nil, verr
+		}
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	default:
 		return nil, fmt.Errorf("dial %s: neither a state directory nor a daemon's socket", target)
