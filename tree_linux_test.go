@@ -335,9 +335,11 @@ func TestAdoptRefusesReusedPid(t *testing.T) {
 		defer tree.Stop(-1)
 		id := tree.Identity()
 
-		// The recorded pid now names another process: this one.
+		// The recorded pid now names another process: this one, as the
+		// leader of its own group (what a pgroup record always says; this
+		// process's own group may be 0, under the VM's init).
 		other := id
-		other.Pid, other.Pgid = os.Getpid(), syscall.Getpgrp()
+		other.Pid, other.Pgid = os.Getpid(), os.Getpid()
 		// The recorded pid is the root's, but started at another time.
 		later := id
 		later.StartTime++

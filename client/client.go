@@ -175,6 +175,12 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	case err == nil && fi.IsDir(), errors.Is(err, os.ErrNotExist) && strings.ContainsRune(target, os.PathSeparator):
 		c.stateDir = target
 	case err != nil:
+		// A link planted in a sticky directory cannot be followed at all
+		// where fs.protected_symlinks is on (Debian's kernels, systemd's
+		// default): the stat fails with EACCES, and the reason is the link.
+		if verr := statedir.Verify(target); errors.Is(verr, statedir.ErrUnsafe) {
+			return nil, verr
+		}
 		return nil, fmt.Errorf("dial %s: %w", target, err)
 	default:
 		return nil, fmt.Errorf("dial %s: neither a state directory nor a daemon's socket", target)
@@ -340,10 +346,17 @@ func (c *Client) get(ctx context.Context) (wc *wire.Conn, reused bool, err error
 	}
 	c.mu.Unlock()
 	wc, err = c.connect(ctx)
-	if err != nil && (notListening(err) || errors.Is(err, ErrNoDaemon)) {
+	if err != nil && (notListening(err) || errors.Is(err, ErrNoDaemon) || connBroke(err)) {
 		return nil, false, &lostError{err}
 	}
 	return wc, false, err
+}
+
+// connBroke reports whether err says the daemon closed or reset the
+// connection (a stopping daemon drops the connections it has not
+// answered): the daemon was lost, not a failure of its own kind.
+func connBroke(err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // send gets a connection and sends a call's frame on it. A reused

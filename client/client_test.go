@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -98,12 +99,28 @@ func TestClientTypedErrors(t *testing.T) {
 
 	// A command running when the daemon stops: the client hears that it
 	// lost the daemon, or the result of the command the stop let go.
+	// It is running before the stop: a command sent after the stop began
+	// is refused (ErrDaemonStopping), which is not what this checks; under
+	// load a fixed wait was not always enough.
 	errc := make(chan error, 1)
+	running := filepath.Join(t.TempDir(), "running")
 	go func() {
-		_, err := c.Exec(ctx, "s", "sleep 20", client.ExecOptions{Env: env})
+		_, err := c.Exec(ctx, "s", "touch "+running+"; sleep 20", client.ExecOptions{Env: env})
 		errc <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(running); err == nil {
+			break
+		}
+		select {
+		case err := <-errc:
+			t.Fatalf("the command across the stop ended before the stop: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command across the stop did not start within 20s")
+		}
+	}
 	if err := c.Stop(ctx); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

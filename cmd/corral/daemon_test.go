@@ -669,6 +669,10 @@ func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 	shellPid := e.ls()["orphaned"].ShellPid
 	dpid := e.daemonPid()
 	syscall.Kill(dpid, syscall.SIGSTOP)
+	// kill returns before every thread has stopped: a thread that runs
+	// on (one not yet scheduled to take the stop, under load) would see
+	// the shell die and clean up itself.
+	waitStopped(t, dpid, 10*time.Second)
 	syscall.Kill(shellPid, syscall.SIGKILL)
 	waitGone(shellPid, 5*time.Second)
 	e.killDaemon() // stopped, it dies on SIGKILL all the same
@@ -684,10 +688,13 @@ func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 	forgeRecord(t, e.state, "forged", foreign.Process.Pid, false)
 	forgeRecord(t, e.state, "legacy", foreign.Process.Pid, true)
 
-	list := e.ls() // the next daemon start reaps
-	if !waitGone(bg, 5*time.Second) {
+	e.ls() // the next daemon start reaps
+	if !waitGone(bg, 30*time.Second) {
 		t.Fatalf("the dead shell's orphan %d survived the next daemon start", bg)
 	}
+	// The daemon serves once recovery has run for its budget (2 s): under
+	// load what is left goes on, and those sessions list as recovering.
+	list := e.lsRecovered(30 * time.Second)
 	if list["orphaned"].State != "down" || list["forged"].State != "down" || list["legacy"].State != "down" {
 		t.Fatalf("after recovery: %+v", list)
 	}
@@ -696,6 +703,48 @@ func TestDaemonReapsWhatADeadShellLeft(t *testing.T) {
 	}
 	if out, rc := e.exec("orphaned", "echo back"); rc != 0 || out != "back\n" {
 		t.Fatalf("after recovery: %q %d", out, rc)
+	}
+}
+
+// waitStopped waits until every thread of pid is stopped (state T), and
+// fails the test after d.
+func waitStopped(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(time.Millisecond) {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(tasks) > 0
+		for _, f := range tasks {
+			b, err := os.ReadFile(f)
+			if i := bytes.LastIndexByte(b, ')'); err == nil && (i < 0 || i+2 >= len(b) || b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+			}
+		}
+		if stopped {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d not stopped after %v", pid, d)
+		}
+	}
+}
+
+// lsRecovered lists the sessions once none is recovering, and fails the
+// test (with the daemon's log) if some still are after d.
+func (e *daemonEnv) lsRecovered(d time.Duration) map[string]lsEntry {
+	e.t.Helper()
+	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		list := e.ls()
+		recovering := false
+		for _, s := range list {
+			recovering = recovering || s.State == "recovering"
+		}
+		if !recovering {
+			return list
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+			e.t.Fatalf("sessions still recovering after %v: %+v\ndaemon.log:\n%s", d, list, log)
+		}
 	}
 }
 

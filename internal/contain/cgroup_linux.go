@@ -226,16 +226,17 @@ func startCgroup(spec *Spec) (Tree, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: cgroup: %w", ErrIsolation, err)
 	}
-	// The limits are in force before the root exists: it is cloned into
-	// the cgroup below.
-	if err := applyLimits(dir, spec.Limits); err != nil {
-		removeCgroup(dir)
-		return nil, err
-	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		os.Remove(dir)
 		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	// The limits are in force before the root exists: it is cloned into
+	// the cgroup below.
+	if err := applyLimits(dir, fd, spec.Limits); err != nil {
+		unix.Close(fd)
+		removeCgroup(dir)
+		return nil, err
 	}
 	sys := &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 	r, ident, err := forkExec(spec, sys, Identity{Isolation: Cgroup, Cgroup: dir}, true, nil)

@@ -96,11 +96,14 @@ func allIn(need, have []string) bool {
 	return true
 }
 
-// applyLimits writes l into the fresh cgroup dir (before anything runs in
-// it).
-func applyLimits(dir string, l Limits) error {
+// applyLimits writes l into the fresh cgroup dir, open as dirfd (before
+// anything runs in it). Each file is opened relative to dirfd: a write of
+// a limit is mostly the open of its file, and a path from the root walks
+// every directory down to the tree's again (measured in the VM, where
+// each limit's write cost about 1 ms of a 20 ms run; BenchmarkApplyLimits).
+func applyLimits(dir string, dirfd int, l Limits) error {
 	write := func(file, v string) error {
-		if err := writeSmall(filepath.Join(dir, file), v); err != nil {
+		if err := writeAt(dirfd, file, v); err != nil {
 			return fmt.Errorf("%w: set %s to %s in %s: %w", ErrIsolation, file, v, dir, err)
 		}
 		return nil
@@ -247,8 +250,12 @@ func readSmall(path string, buf []byte) ([]byte, error) {
 	return buf[:n], nil
 }
 
-func writeSmall(path, v string) error {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+func writeSmall(path, v string) error { return writeAt(unix.AT_FDCWD, path, v) }
+
+// writeAt writes v to the file name relative to the directory dirfd
+// (unix.AT_FDCWD: name is a path).
+func writeAt(dirfd int, name, v string) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return err
 	}
