@@ -37,17 +37,18 @@ func rssKiB(t *testing.T, pid int) int {
 	return 0
 }
 
-// idleConns is how many idle connections the test holds at once: below
-// the daemon's 64 serving slots (past them it closes the idlest).
-const idleConns = 60
+// idleConns is how many idle connections of each kind the test holds at
+// once: the 1000 idle clients, below the daemon's 1024.
+const idleConns = 1000
 
 // TestIdleConnectionMemory measures what the daemon holds for each idle
 // client connection, past its handshake, waiting for a call: on the unix
 // socket and over TLS. The daemon is a process of its own (its RSS is
 // read from /proc); each figure is the growth of its RSS over idleConns
 // connections, divided by their number, after a first connection of each
-// kind warmed the paths up. Then 1000 idle clients: the daemon holds 64 of
-// them (its serving slots) and closes the rest, its memory bounded.
+// kind warmed the paths up. Every one of them is still served afterwards
+// (each makes a status call). Past its 1024, the daemon closes the
+// connection idle longest for each new one, so its memory stays bounded.
 func TestIdleConnectionMemory(t *testing.T) {
 	e := newDaemonEnv(t)
 	ca := filepath.Join(t.TempDir(), "ca")
@@ -139,18 +140,29 @@ func TestIdleConnectionMemory(t *testing.T) {
 		if per > 256 {
 			t.Errorf("%s: %.0f KiB per idle connection", k.name, per)
 		}
+		// Each one held is served: a status call on every connection.
+		for i, nc := range held {
+			wc := wire.NewConn(nc)
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			if err := wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallStatus}); err != nil {
+				t.Fatalf("%s: connection %d of %d: %v", k.name, i, idleConns, err)
+			}
+			if typ, b, err := wc.ReadFrame(wire.MaxControl); err != nil || typ != wire.FrameReply {
+				t.Fatalf("%s: connection %d of %d held idle, then its status call: %q %s %v", k.name, i, idleConns, typ, b, err)
+			}
+		}
 		for _, nc := range append(held, warm) {
 			nc.Close()
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 
-	// 1000 idle clients of the unix socket, one after the other: the
-	// daemon serves at most 64 connections, closing the one idle longest
-	// for each new one, so its memory stays that of 64.
+	// 1100 idle clients of the unix socket, one after the other: the
+	// daemon holds at most 1024 connections, closing the one idle longest
+	// for each new one.
 	before := rssKiB(t, pid)
 	var all []net.Conn
-	for range 1000 {
+	for range 1100 {
 		nc := kinds[0].dial()
 		handshake(nc)
 		all = append(all, nc)
@@ -165,9 +177,9 @@ func TestIdleConnectionMemory(t *testing.T) {
 		}
 		nc.Close()
 	}
-	t.Logf("1000 idle unix clients: the daemon holds %d, RSS %d -> %d KiB", open, before, after)
-	if open > 64 || after-before > 64*256 {
-		t.Errorf("1000 idle clients: %d held, RSS grew %d KiB", open, after-before)
+	t.Logf("1100 idle unix clients: the daemon holds %d, RSS %d -> %d KiB", open, before, after)
+	if open > 1024 || open < 1000 || after-before > 1024*64 {
+		t.Errorf("1100 idle clients: %d held (want 1000-1024), RSS grew %d KiB", open, after-before)
 	}
 }
 

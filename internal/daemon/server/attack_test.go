@@ -1058,27 +1058,27 @@ func TestAttackMemory(t *testing.T) {
 	wellBehaved(t, state, env)
 }
 
-// TestAttackIdleSlots: 64 connections that shake hands and then send
-// nothing do not keep a 65th client out: the one idle longest is closed
-// to make room. Before the fix they held every slot for the idle bound
-// (wire.IdleBound, 5 minutes), and the 65th client hung past the test's
-// 120 s watchdog.
+// TestAttackIdleSlots: as many connections as the daemon holds
+// (server.MaxConns), shaking hands and then sending nothing, do not keep
+// one more client out: the one idle longest is closed to make room.
+// Before the fix they held every slot for the idle bound (wire.IdleBound,
+// 5 minutes), and the next client hung past the test's 120 s watchdog.
 func TestAttackIdleSlots(t *testing.T) {
 	mark := testproc.Guard(t, 120*time.Second)
 	env := testproc.Env(mark)
 	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	idle := make([]*wire.Conn, 64)
+	idle := make([]*wire.Conn, server.MaxConns)
 	for i := range idle {
 		idle[i] = rawConn(t, c.StateDir())
 	}
 	began := time.Now()
 	wellBehaved(t, c.StateDir(), env)
-	t.Logf("the 65th client was served after %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("client %d was served after %v", server.MaxConns+1, time.Since(began).Round(time.Millisecond))
 	// The first connections, idle longest, were the ones closed; the last
 	// still serves.
 	var closed []int
 	for i, wc := range idle {
-		wc.Net().SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		wc.Net().SetReadDeadline(time.Now().Add(2 * time.Millisecond))
 		if _, err := wc.Net().Read(make([]byte, 1)); errors.Is(err, io.EOF) {
 			closed = append(closed, i)
 		}
@@ -1143,4 +1143,62 @@ func TestAttackStdinNeverRead(t *testing.T) {
 		t.Errorf("the session after the abandoned call: %q %v", out.String(), err)
 	}
 	wellBehaved(t, state, env)
+}
+
+// TestAttackCallsPastTheBound: server.MaxCalls calls running at once (each
+// a command waiting on a file) take every call slot; the next call, on a
+// connection the daemon holds, waits (it is neither refused nor lost) and
+// is answered as soon as one of them ends.
+func TestAttackCallsPastTheBound(t *testing.T) {
+	mark := testproc.Guard(t, 120*time.Second)
+	env := testproc.Env(mark)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
+	state := c.StateDir()
+	dir := t.TempDir()
+	gate := filepath.Join(dir, "go")
+	busy := make([]*wire.Conn, server.MaxCalls)
+	for i := range busy {
+		busy[i] = rawConn(t, state)
+		busy[i].WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: fmt.Sprintf("b%d", i),
+			Command: fmt.Sprintf(": > %s/started-%d; while [ ! -e %s ]; do sleep 0.05; done", dir, i, gate), Dir: "/", Env: env}})
+	}
+	// Every busy call runs its command before the next call is made (a
+	// list would itself wait for a slot: the files say it).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		started, _ := filepath.Glob(filepath.Join(dir, "started-*"))
+		if len(started) == server.MaxCalls {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d commands started after 60 s", len(started), server.MaxCalls)
+		}
+	}
+	next := rawConn(t, state)
+	next.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallStatus})
+	next.Net().SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	if typ, b, err := next.ReadFrame(wire.MaxControl); err == nil {
+		t.Fatalf("call %d was answered while %d ran: %q %s", server.MaxCalls+1, server.MaxCalls, typ, b)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	next.Net().SetReadDeadline(time.Now().Add(30 * time.Second))
+	if typ, b, err := next.ReadFrame(wire.MaxControl); err != nil || typ != wire.FrameReply {
+		t.Fatalf("the waiting call, once the others ended: %q %s %v", typ, b, err)
+	}
+	for i, wc := range busy {
+		wc.Net().SetReadDeadline(time.Now().Add(30 * time.Second))
+		for {
+			typ, b, err := wc.ReadFrame(wire.MaxControl)
+			if err != nil {
+				t.Fatalf("busy call %d: %v", i, err)
+			}
+			if typ == wire.FrameReply {
+				break
+			}
+			if typ == wire.FrameError {
+				t.Fatalf("busy call %d: %s", i, b)
+			}
+		}
+	}
 }

@@ -10,19 +10,26 @@ import (
 // but a buggy or hostile one must not be able to grow the daemon without
 // bound. With them, what the server holds for clients is at most
 //
-//	maxConns × (64 KiB read buffer + one control frame of wire.MaxControl + stdinQueue × wire.MaxStdin)
+//	maxCalls × (64 KiB read buffer + one control frame of wire.MaxControl + stdinQueue × wire.MaxStdin)
+//	+ maxConns × an idle connection (about 11 KiB on the unix socket, 55 KiB with TLS)
 //
-// that is 64 × (64 KiB + 4 MiB + 1 MiB) ≈ 330 MiB if every connection
-// sent a maximal call at once, and a few KiB for anything a normal client
-// does. A frame's payload is read only after its header says how long it
-// is, so no frame larger than its bound is ever buffered; a connection
-// must send its Hello within wire.HandshakeBound and may stay
-// wire.IdleBound between calls. One call runs at a time per connection.
+// that is 64 × (64 KiB + 4 MiB + 1 MiB) ≈ 330 MiB if every call were
+// maximal at once, plus 11-55 MiB for 1024 idle connections, and a few KiB
+// for anything a normal client does. A frame's payload is read only after
+// its header says how long it is, and a call's only once it holds one of
+// the maxCalls slots, so no frame larger than its bound is ever buffered
+// and idle or waiting connections hold no buffer; a connection must send
+// its Hello within wire.HandshakeBound and may stay wire.IdleBound between
+// calls. One call runs at a time per connection.
 const (
-	// maxConns bounds the connections served at once; past it the one
-	// idle longest is closed, or new ones wait in the listen backlog until
-	// one closes. Each CLI call is one.
-	maxConns = 64
+	// maxConns bounds the connections held at once, local and remote,
+	// idle or not; past it the one idle longest is closed, or new ones
+	// wait in the listen backlog until one closes. Each CLI call is one;
+	// a controller or an editor may keep one open per machine or window.
+	maxConns = 1024
+	// maxCalls bounds the calls served at once; a call past it waits
+	// (its connection held) until one ends.
+	maxCalls = 64
 )
 
 // connLimit is a listener that serves at most cap(slots) connections at

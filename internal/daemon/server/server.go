@@ -50,9 +50,14 @@ type Server struct {
 	lis   net.Listener
 	sock  string
 	stall time.Duration
-	// slots bounds the connections served at once, local and remote.
-	slots  chan struct{}
-	remote *remote // nil without Config.Listen
+	// slots bounds the connections held at once, local and remote;
+	// callSlots the calls served at once (limits.go).
+	slots     chan struct{}
+	callSlots chan struct{}
+	// stopped is closed when a stop begins: a call waiting for a slot
+	// gives up.
+	stopped chan struct{}
+	remote  *remote // nil without Config.Listen
 
 	// mu guards the fields that follow.
 	mu       sync.Mutex
@@ -133,7 +138,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	slots := make(chan struct{}, maxConns)
 	s := &Server{cfg: cfg, d: d, sock: sock, stall: cfg.SendStall, conns: map[*conn]struct{}{},
-		slots: slots, remote: rem}
+		slots: slots, callSlots: make(chan struct{}, maxCalls), stopped: make(chan struct{}), remote: rem}
 	s.lis = limitConns(lis, slots, s.shedIdle)
 	if s.stall <= 0 {
 		s.stall = DefaultSendStall
@@ -214,6 +219,7 @@ func (s *Server) shutdown(bound time.Duration, hurry <-chan struct{}, drain bool
 	s.once.Do(func() {
 		s.mu.Lock()
 		s.stopping = true
+		close(s.stopped)
 		for c := range s.conns {
 			if !c.busy {
 				c.nc.Close()
@@ -259,9 +265,17 @@ func waitFor(wg *sync.WaitGroup, bound time.Duration) bool {
 
 // begin marks c busy with a call, unless the server is stopping.
 func (s *Server) begin(c *conn) bool {
+	// A call slot first: past maxCalls the call waits, its connection
+	// held, until one ends or a stop begins.
+	select {
+	case s.callSlots <- struct{}{}:
+	case <-s.stopped:
+		return false
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopping {
+		<-s.callSlots
 		return false
 	}
 	c.busy = true
@@ -275,6 +289,7 @@ func (s *Server) end(c *conn) {
 	defer s.mu.Unlock()
 	c.busy = false
 	s.calls.Done()
+	<-s.callSlots
 	if s.stopping {
 		c.nc.Close()
 	}
@@ -336,12 +351,13 @@ func (s *Server) serve(c *conn, nc net.Conn, peer *daemon.Peer) {
 		if err != nil {
 			return
 		}
-		// The rest of the call's frame must follow at once.
-		nc.SetReadDeadline(time.Now().Add(wire.HandshakeBound))
+		nc.SetReadDeadline(time.Time{}) // while the call waits for a slot
 		if !s.begin(c) {
 			wc.WriteError(&wire.Error{Kind: wire.KindStopping, Message: daemon.ErrStopping.Error()})
 			return
 		}
+		// The rest of the call's frame must follow at once.
+		nc.SetReadDeadline(time.Now().Add(wire.HandshakeBound))
 		if err := s.stillValid(nc); err != nil {
 			s.end(c)
 			s.refused(nc.RemoteAddr(), rejectLabel(tlsdir.RefusalReason(err)), string(tlsdir.RefusalReason(err)), err, "identity", p.Name)
