@@ -129,11 +129,14 @@ func TestDescriptorsAsInBashC(t *testing.T) {
 			fdsOf := `ls /proc/self/fd | tr '\n' ' '`
 			b, _ := exec.Command("sh", "-c", fdsOf).Output()
 			want := string(b)
+			// The marker descriptors, and a held bash's channel, which
+			// no shell can make close-on-exec (shell_unix.go,
+			// heldChannelFd).
+			extra := fmt.Sprintf("%d %d ", markOutFd, markErrFd)
 			if shellName(s) == "bash" && s.cfg.HoldDir != "" {
-				// A held bash's channel, which bash cannot make
-				// close-on-exec (shell_unix.go, heldChannelFd).
-				want = strings.Replace(want, "2 ", "2 "+heldChannelFd+" ", 1)
+				extra += heldChannelFd + " "
 			}
+			want = strings.Replace(want, "2 ", "2 "+extra, 1)
 			out, _, _, _ := run(t, s, fdsOf, o)
 			// Descriptors this test process inherited without
 			// close-on-exec (a CI runner's, say) reach sh -c's child but
