@@ -603,6 +603,9 @@ func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error)
 	if e.Dir == "" && !remote {
 		e.Dir, _ = os.Getwd()
 	}
+	if !remote {
+		e.Umask = processUmask() // a new session's, as its Dir and Env
+	}
 	if o.Grace < 0 {
 		e.GraceMs = -1
 	}

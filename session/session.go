@@ -62,6 +62,11 @@ type Config struct {
 	// isolation with the controllers delegated: where that is missing
 	// the shell does not start (corral.ErrIsolation).
 	Limits corral.Limits
+	// Umask, if not nil, is the umask every shell of the session starts
+	// with (after a reset too; a command's own umask lasts as long as
+	// its shell), as Dir and Env are its start: a daemon gives the
+	// creating client's. nil: this process's. At most 0777.
+	Umask *uint32
 	// OnHeld is OnStart for a held shell (HoldDir set), with the
 	// identities of the FIFOs made for it: record them with the shell's
 	// identity and give them back to Attach (in State.Fifos), which then
@@ -158,6 +163,9 @@ func New(cfg Config) (*Session, error) {
 			return nil, fmt.Errorf("session: working directory: %w", err)
 		}
 		cfg.Dir = wd
+	}
+	if cfg.Umask != nil && *cfg.Umask > 0o777 {
+		return nil, fmt.Errorf("session: umask %#o is not a umask (want 0 to 0777)", *cfg.Umask)
 	}
 	if cfg.Grace == 0 {
 		cfg.Grace = corral.DefaultGrace

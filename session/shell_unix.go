@@ -135,7 +135,13 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	}
 	sh := newShell(cfg, tree, ends)
 	sh.fifos = fifos
-	if _, err := sh.ctl.Write([]byte(sh.proto.prelude(cfg.HoldDir != ""))); err != nil {
+	prelude := sh.proto.prelude(cfg.HoldDir != "")
+	if cfg.Umask != nil {
+		// Before any command; not sent again on Attach, which keeps
+		// whatever umask the shell has.
+		prelude += fmt.Sprintf("umask %04o\n", *cfg.Umask&0o777)
+	}
+	if _, err := sh.ctl.Write([]byte(prelude)); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: shell %s did not start: %w", cfg.Shell, err)
 	}

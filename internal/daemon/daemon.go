@@ -652,7 +652,7 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 	name := rec.Name
 	return session.Config{
 		Shell: rec.Shell, Dir: dir, Env: rec.Env, TrackEnv: true, RestoreOnReset: true, Isolation: d.cfg.Isolation,
-		HoldDir: d.holdDir(name), Limits: limitsOf(rec),
+		HoldDir: d.holdDir(name), Limits: limitsOf(rec), Umask: rec.Umask,
 		OnHeld: func(id corral.Identity, f session.Fifos) error {
 			d.cfg.Log.Info("shell started", "session", name, "pid", id.Pid, "isolation", id.Isolation)
 			return d.store.Update(name, func(r *store.Session) error {
@@ -697,7 +697,7 @@ func (d *Daemon) nameLock(name string) *sync.Mutex {
 // its first command. Limits that cannot be enforced here refuse the
 // creation (an error wrapping corral.ErrIsolation) before anything is
 // written.
-func (d *Daemon) sessionFor(name, dir string, env []string, limits corral.Limits) (*session.Session, error) {
+func (d *Daemon) sessionFor(name, dir string, env []string, umask *uint32, limits corral.Limits) (*session.Session, error) {
 	if err := d.awaitRecovery(name); err != nil {
 		return nil, err
 	}
@@ -727,7 +727,7 @@ func (d *Daemon) sessionFor(name, dir string, env []string, limits corral.Limits
 		}
 		now := time.Now().UTC()
 		rec = &store.Session{Name: name, Created: now, LastUsed: now, Shell: shellOf(env),
-			Cwd: dir, Env: env, State: store.Down}
+			Cwd: dir, Env: env, Umask: umask, State: store.Down}
 		if !limits.IsZero() {
 			rec.Limits = &limits
 		}
@@ -796,6 +796,9 @@ type ExecRequest struct {
 	// where a oneshot runs.
 	Dir string
 	Env []string
+	// Umask, if not nil, is the umask of a session this command creates
+	// (nil: the daemon's).
+	Umask *uint32
 	// Cwd, if set, is entered before the command; in a session the cd
 	// persists. One that cannot be entered is a start failure.
 	Cwd string
@@ -842,6 +845,7 @@ func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult
 		// The client's cwd and environment mean nothing here: a remote
 		// command starts from the daemon's own.
 		req.Dir, req.Env = remoteStart(req.Dir, req.Env)
+		req.Umask = nil
 	}
 	if req.Oneshot {
 		if res := enterable(req.Cwd); res != nil {
@@ -854,7 +858,7 @@ func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult
 		return out, err
 	}
 	name := req.Session
-	s, err := d.sessionFor(name, req.Dir, req.Env, req.Limits)
+	s, err := d.sessionFor(name, req.Dir, req.Env, req.Umask, req.Limits)
 	if errors.Is(err, corral.ErrIsolation) {
 		// As corral run with limits it cannot enforce: a start failure.
 		return &ExecResult{Result: startFailed(err.Error())}, nil

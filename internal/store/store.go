@@ -145,6 +145,9 @@ type Session struct {
 	// every shell it starts (nil: none). An optional field of schema 3:
 	// records without it have no limits, so no migration is needed.
 	Limits *corral.Limits `json:"limits,omitempty"`
+	// Umask is the umask every shell of the session starts with, its
+	// creating client's (nil: the daemon's). Optional, as Limits.
+	Umask *uint32 `json:"umask,omitempty"`
 }
 
 // Store is an open database. Its methods are safe for concurrent use.

@@ -64,6 +64,9 @@ type Exec struct {
 	// environment.
 	Dir string   `json:"dir,omitempty"`
 	Env []string `json:"env,omitempty"`
+	// Umask is the client's umask, that of a session this command
+	// creates (absent: the daemon's own; at most 0777).
+	Umask *uint32 `json:"umask,omitempty"`
 	// Cwd, if set, is entered before the command (an absolute path): in a
 	// session the cd persists. A Cwd that cannot be entered fails the
 	// command before it starts (outcome start_failed).
