@@ -152,10 +152,15 @@ func TestDescriptorsAsInBashC(t *testing.T) {
 				}
 			}
 		}
-		// What exec opens stays open for the next command.
+		// What exec opens stays open for the next command. A copy of
+		// the last command's stdout is that command's own FIFO, whose
+		// later output is background output (cmdpipe_unix.go).
 		mustRun(t, s, "exec 4>&1")
-		if out := mustRun(t, s, "echo kept >&4"); out != "kept\n" {
+		if out := mustRun(t, s, "echo kept >&4"); out != "" {
 			t.Fatalf("fd 4 opened by the last command: %q", out)
+		}
+		if bg := waitBackground(t, s, "kept\n", ""); bg.Dropped != 0 {
+			t.Fatalf("background output: %+v", bg)
 		}
 		mustRun(t, s, "exec 4>&-")
 		if got := mustRun(t, s, "echo ok"); got != "ok\n" {

@@ -80,9 +80,22 @@ type shell struct {
 	status   int
 	stdinSet bool
 	execFn   bool // the last command left a function named exec (bash)
+	// pipes: the last command's own stdout and stderr FIFOs;
+	// lastMerged: it had its stderr sent to its stdout FIFO by corral
+	// (fdKinds). streamIDs: the session's own output pipes.
+	pipes      [2]*cmdPipe
+	lastMerged bool
+	streamIDs  [2]FileID
+	// outMu[i] orders what stream i's session pipe and command FIFO
+	// hand to a sink (cmdpipe_unix.go).
+	outMu [2]sync.Mutex
 
 	// mu guards the fields that follow.
-	mu        sync.Mutex
+	mu sync.Mutex
+	// ours: the session's pipes, by what they are (0: stdout, 1:
+	// stderr); live: the commands' FIFOs whose readers run.
+	ours      map[FileID]int
+	live      map[*cmdPipe]struct{}
 	cur       *sink // the running command's sink, nil between commands
 	cwd       string
 	env       []string
@@ -231,7 +244,15 @@ func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 		proto:    protoFor(cfg.Shell, cfg.HoldDir),
 		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 		detached: make(chan struct{}),
+		live:     map[*cmdPipe]struct{}{},
 	}
+	for i, f := range ends.streams {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err == nil {
+			sh.streamIDs[i] = FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+		}
+	}
+	sh.ours = map[FileID]int{sh.streamIDs[0]: 0, sh.streamIDs[1]: 1}
 	go sh.readStream(0)
 	go sh.readStream(1)
 	return sh
@@ -298,7 +319,12 @@ func (sh *shell) readStream(i int) {
 			k := sh.cur
 			sh.mu.Unlock()
 			if k != nil {
+				// What the command's own FIFO holds was written before
+				// this (a marker, a trace): it goes first.
+				sh.outMu[i].Lock()
+				sh.drain(i, k)
 				k.feed(i, (*bp)[:n], at)
+				sh.outMu[i].Unlock()
 			}
 		}
 		readBufs.Put(bp)
@@ -569,7 +595,7 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 // commandLineV is commandLine, with verbose saying that the last command
 // left verbose on.
 func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
-	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false, false)
+	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false, false, "")
 }
 
 // commandLineS is commandLineV, with status the last command's exit
@@ -598,21 +624,32 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 // code's stderr to its stdout, so that what it wrote arrives in the order it
 // wrote it: a redirection of the eval, which, as for a function named
 // exec, takes descriptor 10 while the command runs.
-func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool) string {
+//
+// outs is the redirection that gives the code its own stdout and stderr
+// (outRedirs), made by the same exec.
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool, outs string) string {
 	var b strings.Builder
-	b.Grow(len(code) + 56 + len(p.fn) + len(stdin))
+	b.Grow(len(code) + 56 + len(p.fn) + len(stdin) + len(outs))
 	if unsetEval {
 		b.WriteString("\\builtin unset -f eval;")
 	}
 	redirStdin := execFn && p.kind != posixProto // dash lets no function shadow exec
+	in := ""
 	switch {
 	case redirStdin:
 	case stdin != "":
-		b.WriteString("\\exec <")
-		b.WriteString(quote(stdin))
-		b.WriteString(";")
+		in = "<" + quote(stdin)
 	case nullStdin:
-		b.WriteString("\\exec </dev/null;")
+		in = "</dev/null"
+	}
+	if !redirStdin && (in != "" || outs != "") {
+		b.WriteString("\\exec ")
+		b.WriteString(in)
+		if in != "" && outs != "" {
+			b.WriteByte(' ')
+		}
+		b.WriteString(outs)
+		b.WriteString(";")
 	}
 	if status > 0 && status < 256 {
 		b.WriteString(p.fn + "s " + strconv.Itoa(status) + "||")
@@ -638,6 +675,10 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 	if redirStdin && stdin != "" {
 		b.WriteString(" <")
 		b.WriteString(quote(stdin))
+	}
+	if redirStdin && outs != "" {
+		b.WriteString(" ")
+		b.WriteString(outs)
 	}
 	if held && p.kind != bashProto {
 		b.WriteString(" 3<&-")
@@ -722,7 +763,28 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		stdin = in.path
 	}
 	merged := corral.SameWriter(opts.Stdout, opts.Stderr)
-	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn, merged)
+	var ps [2]*cmdPipe // the command's own stdout and stderr (cmdpipe_unix.go)
+	outs, fresh := "", false
+	switch {
+	case opts.snapshot || dir == "":
+	case sh.verbose && sh.proto.kind == posixProto && sh.pipes[0] != nil:
+		// dash echoes this line as it reads it, on the stderr the last
+		// command left: that command's FIFOs serve this one too.
+		ps = sh.pipes
+	default:
+		var err error
+		if ps, err = cmdPipes(dir); err != nil {
+			if in != nil {
+				in.close()
+			}
+			return corral.StartFailed(res, fmt.Errorf("session: output fifo: %w", err))
+		}
+		kinds := sh.fdKinds()
+		outs, fresh = outRedirs(ps, kinds, merged), true
+		sh.lastMerged = merged && kinds[1] >= 0
+	}
+	k.pipes = ps
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn, merged && !fresh, outs)
 	sh.stdinSet = stdin != "" && !sh.execFn
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
@@ -731,8 +793,23 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	if !opts.snapshot && dir != "" {
 		meter = sh.tree.Measure()
 	}
+	for i, p := range ps {
+		if p == nil {
+			continue
+		}
+		sh.outMu[i].Lock()
+		p.k = k
+		sh.outMu[i].Unlock()
+	}
 	sh.mu.Lock()
 	sh.cur = k
+	if fresh {
+		for i, p := range ps {
+			sh.live[p] = struct{}{}
+			go sh.readPipe(i, p)
+		}
+		sh.pipes = ps
+	}
 	sh.mu.Unlock()
 	finish := func() {
 		if meter != nil {
@@ -743,6 +820,11 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		sh.mu.Lock()
 		sh.cur = nil
 		sh.mu.Unlock()
+		if fresh {
+			for _, p := range ps {
+				p.release()
+			}
+		}
 		k.close()
 		if in != nil {
 			in.close()
@@ -1046,20 +1128,26 @@ func (sh *shell) stopWith(sig os.Signal, grace time.Duration, escalate <-chan st
 		}
 		sh.ctl.Close()
 		sh.closeWriters() // the drain below waits for end of file
+		live := sh.livePipes()
 		drain := time.NewTimer(sh.cfg.Drain)
 		cut := false
-		for i := range sh.eof {
+		ends := []<-chan struct{}{sh.eof[0], sh.eof[1]}
+		for _, p := range live {
+			ends = append(ends, p.done)
+		}
+		for _, end := range ends {
 			if cut {
 				break
 			}
 			select {
-			case <-sh.eof[i]:
+			case <-end:
 			case <-drain.C:
 				cut = true
 				errs = append(errs, corral.ErrDrainCutOff)
 			}
 		}
 		drain.Stop()
+		cutPipes(live)
 		for i, f := range sh.streams {
 			f.SetReadDeadline(time.Now())
 			<-sh.eof[i]
@@ -1087,6 +1175,7 @@ func (sh *shell) detach() {
 		sh.tree.Release()
 		sh.ctl.Close()
 		sh.closeWriters()
+		cutPipes(sh.livePipes())
 		for i, f := range sh.streams {
 			f.Close()
 			<-sh.eof[i]
