@@ -453,6 +453,9 @@ type Session struct {
 	// says why, for a live shell.
 	MemoryBytes, Pids *int64
 	Accounting        string
+	// BackgroundBytes counts the background output the session keeps
+	// (ExecOptions.BackgroundOutput takes it).
+	BackgroundBytes int64
 }
 
 // List lists the sessions.
@@ -465,7 +468,8 @@ func (c *Client) List(ctx context.Context) ([]Session, error) {
 	for _, s := range resp.Sessions {
 		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.Cwd,
 			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), ShellPid: s.ShellPid,
-			Busy: s.Busy, Reason: s.Reason, Limits: s.Limits.Corral(), MemoryBytes: s.MemoryBytes, Pids: s.Pids, Accounting: s.Accounting})
+			Busy: s.Busy, Reason: s.Reason, Limits: s.Limits.Corral(), MemoryBytes: s.MemoryBytes, Pids: s.Pids, Accounting: s.Accounting,
+			BackgroundBytes: s.BackgroundBytes})
 	}
 	return out, nil
 }
@@ -517,6 +521,10 @@ type ExecOptions struct {
 	MaxOutput      int64
 	// Oneshot runs the command in a fresh contained shell.
 	Oneshot bool
+	// BackgroundOutput runs nothing: the session's kept background
+	// output (what its background jobs wrote after their command had
+	// ended) is written to Stdout and Stderr, and forgotten.
+	BackgroundOutput bool
 	// Dir and Env are a new session's initial directory and environment
 	// (and a oneshot command's); "" and nil mean this process's. For a
 	// remote daemon (TLS) they mean the daemon's home and environment
@@ -575,7 +583,7 @@ type Result struct {
 
 // request builds the wire request of one command, once.
 func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error) {
-	e := &wire.Exec{Session: name, Command: code, Oneshot: o.Oneshot, Dir: o.Dir, Env: o.Env, Stdin: o.Stdin != nil,
+	e := &wire.Exec{Session: name, Command: code, Oneshot: o.Oneshot, Dir: o.Dir, Env: o.Env, Stdin: o.Stdin != nil, BackgroundOutput: o.BackgroundOutput,
 		Merge:     corral.SameWriter(o.Stdout, o.Stderr),
 		TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, GraceMs: o.Grace.Milliseconds(), StopSignal: int(o.StopSignal),
 		Limits: wire.Limits{MemoryMax: o.Limits.MemoryMax, MemoryHigh: o.Limits.MemoryHigh, CPUs: o.Limits.CPUs, PidsMax: o.Limits.PidsMax}}

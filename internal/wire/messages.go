@@ -73,6 +73,10 @@ type Exec struct {
 	Cwd string `json:"cwd,omitempty"`
 	// Stdin says whether stdin frames follow (else the command reads EOF).
 	Stdin bool `json:"stdin,omitempty"`
+	// BackgroundOutput runs nothing: the session's kept background
+	// output (what its background jobs wrote after their command ended)
+	// comes back as this call's output, and is forgotten.
+	BackgroundOutput bool `json:"background_output,omitempty"`
 	// Merge asks for stdout and stderr as one stream, in the order the
 	// command wrote them (the client sends both to one place): all output
 	// then comes in stdout frames and counts as stdout.
@@ -142,6 +146,9 @@ type Session struct {
 	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
 	Pids        *int64 `json:"pids,omitempty"`
 	Accounting  string `json:"accounting,omitempty"`
+	// BackgroundBytes counts the background output the session keeps
+	// (Exec.BackgroundOutput takes it).
+	BackgroundBytes int64 `json:"background_bytes,omitempty"`
 }
 
 // Sessions is the reply to List.

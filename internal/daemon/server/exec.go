@@ -89,7 +89,7 @@ func request(e *wire.Exec) (daemon.ExecRequest, error) {
 	if e.Umask != nil && *e.Umask > 0o777 {
 		return daemon.ExecRequest{}, fmt.Errorf("%w: umask %#o is not a umask (want 0 to 0777)", daemon.ErrBadRequest, *e.Umask)
 	}
-	r := daemon.ExecRequest{Session: e.Session, Command: e.Command, Oneshot: e.Oneshot, Dir: e.Dir, Env: e.Env, Cwd: e.Cwd, Umask: e.Umask,
+	r := daemon.ExecRequest{Session: e.Session, Command: e.Command, Oneshot: e.Oneshot, Dir: e.Dir, Env: e.Env, Cwd: e.Cwd, Umask: e.Umask, BackgroundOutput: e.BackgroundOutput,
 		Options: session.Options{
 			Timeout:   time.Duration(e.TimeoutMs) * time.Millisecond,
 			MaxOutput: e.MaxOutput,
