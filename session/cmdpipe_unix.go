@@ -197,9 +197,13 @@ func outRedirs(ps [2]*cmdPipe, kinds [2]int, merged bool) string {
 // session pipe's reader, on a marker) and it never pass each other.
 func (sh *shell) readPipe(i int, p *cmdPipe) {
 	defer func() {
+		// Out of live before our end closes: once it has, the FIFO's
+		// inode may be a new FIFO's, which fdKinds must not take for
+		// this one.
 		sh.mu.Lock()
 		delete(sh.live, p)
 		sh.mu.Unlock()
+		p.r.Close()
 		close(p.done)
 	}()
 	rc, err := p.r.SyscallConn()
@@ -228,7 +232,6 @@ func (sh *shell) readPipe(i int, p *cmdPipe) {
 			return true
 		})
 		if err != nil || rerr != nil || n == 0 {
-			p.r.Close()
 			return
 		}
 	}
