@@ -212,13 +212,13 @@ func TestRestartDropsWhatExecveCannotTake(t *testing.T) {
 }
 
 // TestShellThatStoppedAnsweringIsDetected: set -n makes the shell read
-// but never run anything again, and a function named builtin (bash) or
-// command (other shells) takes the calls corral's function makes. Neither
-// may hang the command until its timeout: corral sees the shell waiting
-// for input with no answer given, says so and restarts the session.
+// but never run anything again, and a function named builtin (bash) takes
+// the calls corral's function makes. Neither may hang the command until
+// its timeout: corral sees the shell waiting for input with no answer
+// given, says so and restarts the session.
 func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
-		cases := []string{"set -n", "command() { :; }"}
+		cases := []string{"set -n"}
 		if shellName(s) == "bash" {
 			cases = []string{"set -n", "builtin() { :; }"}
 		}
@@ -231,6 +231,25 @@ func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
 			if got := mustRun(t, s, "echo ok"); got != "ok\n" {
 				t.Fatalf("after %q: %q", c, got)
 			}
+		}
+	})
+}
+
+// TestFunctionNamedCommand: in a POSIX shell a function named command,
+// which would take the calls corral's function makes through command,
+// works for the rest of its own command and is gone after it: the command
+// ends as in sh -c, and the session goes on, with no restart.
+func TestFunctionNamedCommand(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) == "bash" {
+			t.Skip("bash calls builtin, not command")
+		}
+		out, errs, r, err := runBounded(t, s, "command() { echo MINE; }; command; echo hi")
+		if err != nil || out != "MINE\nhi\n" || errs != "" || r.ExitCode != 0 || r.Error != "" {
+			t.Fatalf("%q %q %+v %v", out, errs, r, err)
+		}
+		if got := mustRun(t, s, "echo ok"); got != "ok\n" || s.State().Resets != 0 {
+			t.Fatalf("after: %q, %+v", got, s.State())
 		}
 	})
 }

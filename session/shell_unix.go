@@ -50,7 +50,11 @@ func shellArgv(path string) []string {
 	case "zsh":
 		return []string{"zsh", "-f", "/dev/fd/3"}
 	}
-	return []string{filepath.Base(path), "/dev/fd/3"}
+	// The channel is sourced by sh -c, so that $0 (and the name the
+	// shell's messages start with) is the shell's, as in sh -c CODE, not
+	// /dev/fd/3.
+	base := filepath.Base(path)
+	return []string{base, "-c", ". /dev/fd/3", base}
 }
 
 // shell is one running shell process and the goroutines that read its
@@ -576,8 +580,15 @@ func (p protocol) prelude(held bool) string {
 	head = "{ " + head + "} " + p.markTo(markOutFd) + "; "
 	envHead = "{ " + envHead + "} " + p.markTo(markOutFd) + "; "
 	tail := ex + off + errMark + "}\n"
-	b.WriteString(p.fn + "() { " + head + tail)
-	b.WriteString(p.fn + "e() { " + envHead + tail)
+	first := ""
+	if p.kind == posixProto {
+		// A function named command would take every call F makes
+		// through it (dash lets no function shadow unset, a special
+		// builtin): it lasts until its command's end.
+		first = "unset -f command; "
+	}
+	b.WriteString(p.fn + "() { " + first + head + tail)
+	b.WriteString(p.fn + "e() { " + first + envHead + tail)
 	b.WriteString(p.fn + "s() { " + ex + `return "$1"; }` + "\n")
 	if p.kind == bashProto {
 		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e " + p.fn + "s\n")
