@@ -484,6 +484,9 @@ type Session struct {
 	// for an exec session).
 	Kind string
 	Term *TermInfo
+	// BackgroundBytes counts the background output the session keeps
+	// (ExecOptions.BackgroundOutput takes it).
+	BackgroundBytes int64
 }
 
 // List lists the sessions.
@@ -497,7 +500,7 @@ func (c *Client) List(ctx context.Context) ([]Session, error) {
 		out = append(out, Session{Name: s.Name, State: s.State, Shell: s.Shell, Cwd: s.CwdText(),
 			Created: time.Unix(s.CreatedUnix, 0), LastUsed: time.Unix(s.LastUsedUnix, 0), ShellPid: s.ShellPid,
 			Busy: s.Busy, Reason: s.Reason, Limits: s.Limits.Corral(), MemoryBytes: s.MemoryBytes, Pids: s.Pids, Accounting: s.Accounting,
-			Kind: kindOf(s.Kind), Term: termInfo(s.Term)})
+			Kind: kindOf(s.Kind), Term: termInfo(s.Term), BackgroundBytes: s.BackgroundBytes})
 	}
 	return out, nil
 }
@@ -549,6 +552,10 @@ type ExecOptions struct {
 	MaxOutput      int64
 	// Oneshot runs the command in a fresh contained shell.
 	Oneshot bool
+	// BackgroundOutput runs nothing: the session's kept background
+	// output (what its background jobs wrote after their command had
+	// ended) is written to Stdout and Stderr, and forgotten.
+	BackgroundOutput bool
 	// Dir and Env are a new session's initial directory and environment
 	// (and a oneshot command's); "" and nil mean this process's. For a
 	// remote daemon (TLS) they mean the daemon's home and environment
@@ -613,7 +620,7 @@ type Result struct {
 
 // request builds the wire request of one command, once.
 func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error) {
-	e := &wire.Exec{Session: name, Command: code, Oneshot: o.Oneshot, Dir: o.Dir, Env: o.Env, Stdin: o.Stdin != nil,
+	e := &wire.Exec{Session: name, Command: code, Oneshot: o.Oneshot, Dir: o.Dir, Env: o.Env, Stdin: o.Stdin != nil, BackgroundOutput: o.BackgroundOutput,
 		Merge:     corral.SameWriter(o.Stdout, o.Stderr),
 		TimeoutMs: o.Timeout.Milliseconds(), MaxOutput: o.MaxOutput, GraceMs: o.Grace.Milliseconds(), StopSignal: int(o.StopSignal),
 		Limits: wire.Limits{MemoryMax: o.Limits.MemoryMax, MemoryHigh: o.Limits.MemoryHigh, CPUs: o.Limits.CPUs, PidsMax: o.Limits.PidsMax}}
@@ -640,6 +647,9 @@ func request(name, code string, o *ExecOptions, remote bool) (*wire.Exec, error)
 	}
 	if e.Dir == "" && !remote {
 		e.Dir, _ = os.Getwd()
+	}
+	if !remote {
+		e.Umask = processUmask() // a new session's, as its Dir and Env
 	}
 	if o.Grace < 0 {
 		e.GraceMs = -1

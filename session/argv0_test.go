@@ -8,15 +8,24 @@ import (
 	"testing"
 )
 
-// TestDollarZeroIsTheShell: in a bash session $0 is "bash", as in bash -c
-// CODE, not the channel the shell reads its commands from (/dev/fd/3).
+// TestDollarZeroIsTheShell: $0 is the shell's name, as in bash -c CODE
+// (dash -c CODE), not the channel the shell reads its commands from
+// (/dev/fd/3), and so is the name dash's error messages start with. bash
+// starts them with its script's name (BASH_SOURCE), which stays
+// /dev/fd/3: this pins that difference (see the README).
 func TestDollarZeroIsTheShell(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
-		if shellName(s) != "bash" {
-			t.Skip("only bash can set $0 from inside (BASH_ARGV0); dash's $0 stays /dev/fd/3 (see the README)")
+		sh := shellName(s)
+		if got := mustRun(t, s, `echo "$0"`); got != sh+"\n" {
+			t.Fatalf("$0 is %q, want %s", got, sh)
 		}
-		if got := mustRun(t, s, `echo "$0"`); got != "bash\n" {
-			t.Fatalf("$0 is %q, want bash", got)
+		want := sh + ": "
+		if sh == "bash" {
+			want = "/dev/fd/3: "
+		}
+		_, errs, _, _ := run(t, s, "corral_no_such_command")
+		if !strings.HasPrefix(errs, want) {
+			t.Fatalf("the error message %v does not start with %v", []byte(errs), []byte(want))
 		}
 	})
 }

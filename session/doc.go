@@ -19,6 +19,12 @@
 // binary output, output without a trailing newline, and no output work the
 // same (see the protocol in shell_unix.go).
 //
+// Each command writes to a stdout and stderr of its own (two FIFOs made
+// for it, see cmdpipe_unix.go), so what its background jobs write after
+// it has ended is never another command's output: the session keeps it,
+// bounded (BackgroundMax), until TakeBackground (State.BackgroundBytes
+// says how much there is).
+//
 // Cancelling a command (its context ends, its timeout passes, its output
 // limit is hit) resets the session: the whole session tree is stopped
 // (SIGTERM, grace, SIGKILL), the command's result carries the output

@@ -285,6 +285,7 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	}
 	releaseStdinIn(d)
 	sh := newShell(&s.cfg, tree, ends)
+	sh.adoptPipes()
 	if _, err := sh.ctl.Write([]byte(sh.proto.prelude(true))); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)

@@ -5,6 +5,7 @@ package session
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,13 +212,13 @@ func TestRestartDropsWhatExecveCannotTake(t *testing.T) {
 }
 
 // TestShellThatStoppedAnsweringIsDetected: set -n makes the shell read
-// but never run anything again, and a function named builtin (bash) or
-// command (other shells) takes the calls corral's function makes. Neither
-// may hang the command until its timeout: corral sees the shell waiting
-// for input with no answer given, says so and restarts the session.
+// but never run anything again, and a function named builtin (bash) takes
+// the calls corral's function makes. Neither may hang the command until
+// its timeout: corral sees the shell waiting for input with no answer
+// given, says so and restarts the session.
 func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
-		cases := []string{"set -n", "command() { :; }"}
+		cases := []string{"set -n"}
 		if shellName(s) == "bash" {
 			cases = []string{"set -n", "builtin() { :; }"}
 		}
@@ -234,33 +235,63 @@ func TestShellThatStoppedAnsweringIsDetected(t *testing.T) {
 	})
 }
 
-// TestClosedStderrRestarts: a command that closes the shell's stderr
-// leaves an owned session no descriptor for the marker; it ends within the
-// drain bound with its output and an error saying so, and the session
-// restarts. A held session's markers go by path: the command ends as in
-// bash, and the shell goes on without a stderr, as a script would.
+// TestFunctionNamedCommand: in a POSIX shell a function named command,
+// which would take the calls corral's function makes through command,
+// works for the rest of its own command and is gone after it: the command
+// ends as in sh -c, and the session goes on, with no restart.
+func TestFunctionNamedCommand(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) == "bash" {
+			t.Skip("bash calls builtin, not command")
+		}
+		out, errs, r, err := runBounded(t, s, "command() { echo MINE; }; command; echo hi")
+		if err != nil || out != "MINE\nhi\n" || errs != "" || r.ExitCode != 0 || r.Error != "" {
+			t.Fatalf("%q %q %+v %v", out, errs, r, err)
+		}
+		if got := mustRun(t, s, "echo ok"); got != "ok\n" || s.State().Resets != 0 {
+			t.Fatalf("after: %q, %+v", got, s.State())
+		}
+	})
+}
+
+// TestClosedStderrRestarts: a command that closes the shell's stderr ends
+// as in bash, and the shell goes on without a stderr, as a script would:
+// the markers have descriptors of their own (markErrFd), owned or held.
 func TestClosedStderrRestarts(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
-		if s.cfg.HoldDir != "" {
-			out, errs, r, err := runBounded(t, s, "exec 2>&-; echo hi")
-			if err != nil || out != "hi\n" || r.Error != "" || r.ExitCode != 0 {
-				t.Fatalf("held, exec 2>&-: %q %q %+v %v", out, errs, r, err)
-			}
-			out, errs, r, err = runBounded(t, s, "echo next; echo lost >&2")
-			if err == nil || out != "next\n" || errs != "" {
-				t.Fatalf("held, after exec 2>&- (the write to the closed stderr fails): %q %q %+v %v", out, errs, r, err)
-			}
-			if s.State().Resets != 0 {
-				t.Fatalf("held: the session restarted: %+v", s.State())
-			}
-			return
+		out, errs, r, err := runBounded(t, s, "exec 2>&-; echo hi")
+		if err != nil || out != "hi\n" || r.Error != "" || r.ExitCode != 0 {
+			t.Fatalf("exec 2>&-: %q %q %+v %v", out, errs, r, err)
 		}
-		out, _, r, err := runBounded(t, s, "exec 2>&-; echo hi")
-		if out != "hi\n" || r.Error == "" || r.Outcome == corral.OutcomeTimeout || r.Duration > 4*time.Second {
-			t.Fatalf("exec 2>&-: %q %+v %v", out, r, err)
+		out, errs, r, err = runBounded(t, s, "echo next; echo lost >&2")
+		if err == nil || out != "next\n" || errs != "" {
+			t.Fatalf("after exec 2>&- (the write to the closed stderr fails): %q %q %+v %v", out, errs, r, err)
 		}
-		if got := mustRun(t, s, "echo next"); got != "next\n" {
-			t.Fatalf("after exec 2>&-: %q", got)
+		if s.State().Resets != 0 {
+			t.Fatalf("the session restarted: %+v", s.State())
+		}
+	})
+}
+
+// TestMarkerDescriptorTaken: a bash command that takes one of the
+// descriptors the shell reports on (exec 252>file) ends within bounds
+// (its marker goes where the command sent it), its error names the
+// descriptor, and the session goes on with a fresh shell.
+func TestMarkerDescriptorTaken(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) != "bash" {
+			t.Skip("dash cannot name a descriptor above 9")
+		}
+		for _, fd := range []int{markOutFd, markErrFd} {
+			file := filepath.Join(t.TempDir(), "taken")
+			code := fmt.Sprintf("exec %d>'%s'; echo hi", fd, file)
+			out, _, r, err := runBounded(t, s, code)
+			if r == nil || out != "hi\n" || !strings.Contains(r.Error, fmt.Sprintf("descriptor %d", fd)) || r.Duration > 5*time.Second {
+				t.Fatalf("%s: %q %+v %v", code, out, r, err)
+			}
+			if got := mustRun(t, s, "echo ok"); got != "ok\n" {
+				t.Fatalf("after %s: %q", code, got)
+			}
 		}
 	})
 }

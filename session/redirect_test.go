@@ -14,13 +14,10 @@ import (
 // through 3) behaves as in bash: its output goes where it sent it, for it
 // and for the commands after it (the shell is the same shell), it ends with
 // its own status, and nothing of corral's (its marker, export -p, a NUL)
-// lands in the user's file. A held session (the daemon's kind) writes its
-// markers to its own FIFOs by path, so it holds for every shell.
+// lands in the user's file: the markers go through the shell's own copies
+// of the session's stdout and stderr (markOutFd, markErrFd), owned or held.
 func TestExecMovesTheShellsOutput(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
-		if s.cfg.HoldDir == "" {
-			t.Skip("an owned session's markers follow the shell's stdout and stderr (see the README)")
-		}
 		dir := t.TempDir()
 		file := filepath.Join(dir, "out.txt")
 

@@ -62,6 +62,16 @@ type Config struct {
 	// isolation with the controllers delegated: where that is missing
 	// the shell does not start (corral.ErrIsolation).
 	Limits corral.Limits
+	// Umask, if not nil, is the umask every shell of the session starts
+	// with (after a reset too; a command's own umask lasts as long as
+	// its shell), as Dir and Env are its start: a daemon gives the
+	// creating client's. nil: this process's. At most 0777.
+	Umask *uint32
+
+	// bg is the session's kept background output, shared by the copies
+	// of this Config that its shells get.
+	bg *background
+
 	// OnHeld is OnStart for a held shell (HoldDir set), with the
 	// identities of the FIFOs made for it: record them with the shell's
 	// identity and give them back to Attach (in State.Fifos), which then
@@ -121,6 +131,9 @@ type State struct {
 	// Fifos identifies a held shell's FIFOs (zero if none). Attach checks
 	// the FIFOs it takes over against last.Fifos.
 	Fifos Fifos
+	// BackgroundBytes counts the bytes of background output kept now
+	// (see TakeBackground).
+	BackgroundBytes int64
 }
 
 // Session is one long-lived shell. Its methods are safe for concurrent use;
@@ -158,6 +171,10 @@ func New(cfg Config) (*Session, error) {
 			return nil, fmt.Errorf("session: working directory: %w", err)
 		}
 		cfg.Dir = wd
+	}
+	cfg.bg = &background{}
+	if cfg.Umask != nil && *cfg.Umask > 0o777 {
+		return nil, fmt.Errorf("session: umask %#o is not a umask (want 0 to 0777)", *cfg.Umask)
 	}
 	if cfg.Grace == 0 {
 		cfg.Grace = corral.DefaultGrace
@@ -536,6 +553,7 @@ func (s *Session) State() State {
 		st.Alive, st.Pid = false, 0
 	}
 	st.Env = append([]string(nil), s.state.Env...)
+	st.BackgroundBytes = s.cfg.bg.size()
 	return st
 }
 

@@ -17,6 +17,9 @@ func lookShell(sh string) (string, error) {
 	return "", fmt.Errorf("session: %w", ErrUnsupported)
 }
 
+// cmdPipe is a command's own output FIFO: none here.
+type cmdPipe struct{}
+
 type shell struct {
 	fifos Fifos
 	tree  *corral.Tree // never set: no shell starts here

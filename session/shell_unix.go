@@ -50,7 +50,11 @@ func shellArgv(path string) []string {
 	case "zsh":
 		return []string{"zsh", "-f", "/dev/fd/3"}
 	}
-	return []string{filepath.Base(path), "/dev/fd/3"}
+	// The channel is sourced by sh -c, so that $0 (and the name the
+	// shell's messages start with) is the shell's, as in sh -c CODE, not
+	// /dev/fd/3.
+	base := filepath.Base(path)
+	return []string{base, "-c", ". /dev/fd/3", base}
 }
 
 // shell is one running shell process and the goroutines that read its
@@ -80,9 +84,22 @@ type shell struct {
 	status   int
 	stdinSet bool
 	execFn   bool // the last command left a function named exec (bash)
+	// pipes: the last command's own stdout and stderr FIFOs;
+	// lastMerged: it had its stderr sent to its stdout FIFO by corral
+	// (fdKinds). streamIDs: the session's own output pipes.
+	pipes      [2]*cmdPipe
+	lastMerged bool
+	streamIDs  [2]FileID
+	// outMu[i] orders what stream i's session pipe and command FIFO
+	// hand to a sink (cmdpipe_unix.go).
+	outMu [2]sync.Mutex
 
 	// mu guards the fields that follow.
-	mu        sync.Mutex
+	mu sync.Mutex
+	// ours: the session's pipes, by what they are (0: stdout, 1:
+	// stderr); live: the commands' FIFOs whose readers run.
+	ours      map[FileID]int
+	live      map[*cmdPipe]struct{}
 	cur       *sink // the running command's sink, nil between commands
 	cwd       string
 	env       []string
@@ -111,7 +128,7 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	c := &corral.Cmd{
 		Path: path, Args: shellArgv(path), Env: env, Dir: cfg.Dir,
 		StdoutFile: ends.theirs[0], StderrFile: ends.theirs[1],
-		ExtraFiles: []*os.File{ends.theirs[2]},
+		ExtraFiles: markerFiles(ends),
 		Isolation:  cfg.Isolation, Grace: cfg.Grace, Drain: cfg.Drain,
 		MemoryMax: cfg.Limits.MemoryMax, MemoryHigh: cfg.Limits.MemoryHigh, CPUs: cfg.Limits.CPUs, PidsMax: cfg.Limits.PidsMax,
 	}
@@ -135,7 +152,13 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 	}
 	sh := newShell(cfg, tree, ends)
 	sh.fifos = fifos
-	if _, err := sh.ctl.Write([]byte(sh.proto.prelude(cfg.HoldDir != ""))); err != nil {
+	prelude := sh.proto.prelude(cfg.HoldDir != "")
+	if cfg.Umask != nil {
+		// Before any command; not sent again on Attach, which keeps
+		// whatever umask the shell has.
+		prelude += fmt.Sprintf("umask %04o\n", *cfg.Umask&0o777)
+	}
+	if _, err := sh.ctl.Write([]byte(prelude)); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: shell %s did not start: %w", cfg.Shell, err)
 	}
@@ -148,6 +171,26 @@ func startShell(ctx context.Context, cfg *Config) (*shell, error) {
 		return nil, fmt.Errorf("session: shell %s did not start (%s): %s", cfg.Shell, res.Outcome, strings.TrimSpace(errb.String()))
 	}
 	return sh, nil
+}
+
+// The descriptors on which every shell holds a copy of its stdout and
+// stderr as the session made them, for corral's markers (see markOut in
+// the comment on the protocol). Above what exec {fd} hands out (the lowest
+// free from 10) and below a held bash's channel (heldChannelFd) and bash's
+// own 255; dash cannot name a descriptor above 9 at all.
+const (
+	markOutFd = 252
+	markErrFd = 253
+)
+
+// markerFiles is the shell's descriptors from 3 on: its command channel
+// on 3, its stdout and stderr again on markOutFd and markErrFd, and
+// nothing between (a nil entry is a closed descriptor in the child).
+func markerFiles(ends *shellEnds) []*os.File {
+	files := make([]*os.File, markErrFd-2)
+	files[0] = ends.theirs[2]
+	files[markOutFd-3], files[markErrFd-3] = ends.theirs[0], ends.theirs[1]
+	return files
 }
 
 // shellEnds are the shell's command channel and output streams: the
@@ -205,7 +248,15 @@ func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 		proto:    protoFor(cfg.Shell, cfg.HoldDir),
 		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 		detached: make(chan struct{}),
+		live:     map[*cmdPipe]struct{}{},
 	}
+	for i, f := range ends.streams {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &st); err == nil {
+			sh.streamIDs[i] = FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+		}
+	}
+	sh.ours = map[FileID]int{sh.streamIDs[0]: 0, sh.streamIDs[1]: 1}
 	go sh.readStream(0)
 	go sh.readStream(1)
 	return sh
@@ -272,7 +323,12 @@ func (sh *shell) readStream(i int) {
 			k := sh.cur
 			sh.mu.Unlock()
 			if k != nil {
+				// What the command's own FIFO holds was written before
+				// this (a marker, a trace): it goes first.
+				sh.outMu[i].Lock()
+				sh.drain(i, k)
 				k.feed(i, (*bp)[:n], at)
+				sh.outMu[i].Unlock()
 			}
 		}
 		readBufs.Put(bp)
@@ -288,11 +344,21 @@ func (sh *shell) readStream(i int) {
 // no command can guess it, define it, unset it or alias it; bash also
 // makes them read-only):
 //
-//	F NONCE RC [FD]    and    Fe NONCE RC [FD]
+//	F NONCE RC    and    Fe NONCE RC
 //
-// which write "\037corral:NONCE RC FLAGS PWD\0" on stdout (followed, for
-// Fe, by the output of export -p and "\0") and "\037corral:NONCE RC\037" on
-// descriptor FD (2 if not given). FLAGS is the shell's $-. The nonce marks where the
+// which write "\037corral:NONCE RC FLAGS PWD\0" on the session's stdout
+// (followed, for Fe, by the output of export -p and "\0") and
+// "\037corral:NONCE RC\037" on its stderr. FLAGS is the shell's $-.
+// Both go through the shell's own copies of the stdout and stderr the
+// session gave it (descriptors markOutFd and markErrFd, given to it at
+// start), never through descriptors 1 and 2 nor a path: a command may move
+// 1 and 2 (exec >file, exec 1>&2, exec 2>&1, exec 2>&-), as a script may,
+// and its output then goes where it sent it while the markers still reach
+// corral, so nothing of corral's lands in the user's file and the command
+// ends with its own status; and a command that replaces the FIFOs' names
+// in a held session's directory (a symbolic or hard link to another
+// session's FIFO, or to a file elsewhere) changes nothing, since no name
+// is opened (dash opens /dev/fd/N, the descriptor's own pipe). The nonce marks where the
 // command's output ends on each stream; the exit status is on both, so a
 // command that closed one of them still has a known status.
 //
@@ -318,7 +384,7 @@ func (sh *shell) readStream(i int) {
 // the code starts; the exec: when the command has stdin, see
 // commandLineS; 3<&-: dash's held shells, see below)
 // or, when the last command left xtrace on, with "'set -x;' " before the
-// code and the second line "{ F NONCE $? 9;} 9>&2 2>&-"; when it left
+// code and the second line "{ F NONCE $?;} 2>&-"; when it left
 // verbose on, the code's word starts with "set -v" (or "set -xv") and a
 // newline.
 //
@@ -333,12 +399,10 @@ func (sh *shell) readStream(i int) {
 // code, and its marker line is the brace group, which sends what xtrace
 // prints for F to nowhere (xtrace prints a command before its own
 // redirections are made, a group's contents after the group's), while F
-// writes its stderr marker on the shell's real stderr (9). The group costs
-// bash about 5 us and 13 bytes, so it is not used otherwise: a command
+// writes its stderr marker on markErrFd. The group costs
+// bash about 5 us and 10 bytes, so it is not used otherwise: a command
 // that turns xtrace on itself gets the trace of F's call on stderr before
-// the marker, and the sink cuts it there (sink.trace). If such a group
-// cannot start because the command closed its stderr, the shell waits for
-// input unanswered, as above.
+// the marker, and the sink cuts it there (sink.trace).
 // F turns verbose off too, for the same reason: a line is echoed when it
 // is read, so the next command's line is read unechoed, and the "set -v"
 // line that starts its eval, then each line of the code, are read by
@@ -420,6 +484,14 @@ func (sh *shell) readStream(i int) {
 // with " 3<&-" after the code, so a command has 3 closed and what it opens
 // on 3 is undone after it; dash's own copies are on 10 and up, which
 // dash's commands cannot name.
+//
+// The marker descriptors (markOutFd, markErrFd) are the shell's from its
+// start, for every shell: no shell can make them close-on-exec, so the
+// programs a command starts inherit them too (as they inherit 1 and 2,
+// the same pipes); a bash command that replaces or closes one of them
+// (exec 252>x) sends its own marker there, or nowhere: the command then
+// ends unanswered (waitingForInput), the error says which descriptor it
+// took, and the session restarts. dash cannot name them.
 
 // heldChannelFd is the descriptor on which a held bash keeps its channel's
 // read-write end.
@@ -427,14 +499,6 @@ const heldChannelFd = "254"
 
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
-//
-// In a held session (holdDir set) the functions write their markers to the
-// session's FIFOs by path, not to the shell's descriptors 1 and 2: a
-// command may move those (exec >file, exec 1>&2, exec 2>&1), as a script
-// may, and its output then goes where it sent it while the markers still
-// reach corral, so nothing of corral's lands in the user's file and the
-// command ends with its own status. An owned session's FIFO-less pipes have
-// no path: there the markers follow descriptors 1 and 2.
 func protoFor(path, holdDir string) protocol {
 	var b [5]byte
 	rand.Read(b[:])
@@ -444,9 +508,6 @@ func protoFor(path, holdDir string) protocol {
 		name = append(name, letters[int(c)%len(letters)])
 	}
 	p := protocol{fn: string(name)}
-	if holdDir != "" {
-		p.out, p.err = filepath.Join(holdDir, outName), filepath.Join(holdDir, errName)
-	}
 	switch filepath.Base(path) {
 	case "bash":
 		p.kind = bashProto
@@ -469,9 +530,18 @@ const (
 type protocol struct {
 	kind protoKind
 	fn   string
-	// out, err: the held session's stdout and stderr FIFOs, where the
-	// markers go ("" for an owned session: descriptors 1 and 2).
-	out, err string
+}
+
+// markTo is the redirection that sends a marker to the shell's copy of
+// its stdout (fd markOutFd) or stderr (markErrFd): bash names the
+// descriptor, POSIX shells and zsh, which take one digit, open it again
+// through /dev/fd (the same pipe, whatever the name it was made under
+// now is).
+func (p protocol) markTo(fd int) string {
+	if p.kind == bashProto {
+		return ">&" + strconv.Itoa(fd)
+	}
+	return ">>/dev/fd/" + strconv.Itoa(fd)
 }
 
 // prelude is the text that defines the protocol's functions in the shell.
@@ -504,20 +574,21 @@ func (p protocol) prelude(held bool) string {
 	if p.kind == posixProto {
 		off = "set +x; " // dash's verbose stays on: see echoedLine
 	}
-	errMark := bi + `printf '\037corral:%s %d\037' "$1" "$2" >&${3-2}; `
+	errMark := bi + `printf '\037corral:%s %d\037' "$1" "$2" ` + p.markTo(markErrFd) + "; "
 	envHead := head + ex + "export -p; " + bi + `printf '\000'; `
-	if p.out != "" {
-		// By path (see protoFor); FD, when given, is still the
-		// descriptor xtrace's hiding left the stderr marker (case and
-		// the braces are syntax: no command can redefine them).
-		head = "{ " + head + "} >>" + quote(p.out) + "; "
-		envHead = "{ " + envHead + "} >>" + quote(p.out) + "; "
-		errMark = `case ${3-} in "") ` + bi + `printf '\037corral:%s %d\037' "$1" "$2" >>` + quote(p.err) +
-			`;; *) ` + bi + `printf '\037corral:%s %d\037' "$1" "$2" >&$3;; esac; `
-	}
+	// The braces are syntax: no command can redefine them.
+	head = "{ " + head + "} " + p.markTo(markOutFd) + "; "
+	envHead = "{ " + envHead + "} " + p.markTo(markOutFd) + "; "
 	tail := ex + off + errMark + "}\n"
-	b.WriteString(p.fn + "() { " + head + tail)
-	b.WriteString(p.fn + "e() { " + envHead + tail)
+	first := ""
+	if p.kind == posixProto {
+		// A function named command would take every call F makes
+		// through it (dash lets no function shadow unset, a special
+		// builtin): it lasts until its command's end.
+		first = "unset -f command; "
+	}
+	b.WriteString(p.fn + "() { " + first + head + tail)
+	b.WriteString(p.fn + "e() { " + first + envHead + tail)
 	b.WriteString(p.fn + "s() { " + ex + `return "$1"; }` + "\n")
 	if p.kind == bashProto {
 		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e " + p.fn + "s\n")
@@ -535,7 +606,7 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 // commandLineV is commandLine, with verbose saying that the last command
 // left verbose on.
 func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
-	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false, false)
+	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false, false, "")
 }
 
 // commandLineS is commandLineV, with status the last command's exit
@@ -564,21 +635,32 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 // code's stderr to its stdout, so that what it wrote arrives in the order it
 // wrote it: a redirection of the eval, which, as for a function named
 // exec, takes descriptor 10 while the command runs.
-func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool) string {
+//
+// outs is the redirection that gives the code its own stdout and stderr
+// (outRedirs), made by the same exec.
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool, outs string) string {
 	var b strings.Builder
-	b.Grow(len(code) + 56 + len(p.fn) + len(stdin))
+	b.Grow(len(code) + 56 + len(p.fn) + len(stdin) + len(outs))
 	if unsetEval {
 		b.WriteString("\\builtin unset -f eval;")
 	}
 	redirStdin := execFn && p.kind != posixProto // dash lets no function shadow exec
+	in := ""
 	switch {
 	case redirStdin:
 	case stdin != "":
-		b.WriteString("\\exec <")
-		b.WriteString(quote(stdin))
-		b.WriteString(";")
+		in = "<" + quote(stdin)
 	case nullStdin:
-		b.WriteString("\\exec </dev/null;")
+		in = "</dev/null"
+	}
+	if !redirStdin && (in != "" || outs != "") {
+		b.WriteString("\\exec ")
+		b.WriteString(in)
+		if in != "" && outs != "" {
+			b.WriteByte(' ')
+		}
+		b.WriteString(outs)
+		b.WriteString(";")
 	}
 	if status > 0 && status < 256 {
 		b.WriteString(p.fn + "s " + strconv.Itoa(status) + "||")
@@ -605,6 +687,10 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 		b.WriteString(" <")
 		b.WriteString(quote(stdin))
 	}
+	if redirStdin && outs != "" {
+		b.WriteString(" ")
+		b.WriteString(outs)
+	}
 	if held && p.kind != bashProto {
 		b.WriteString(" 3<&-")
 	}
@@ -616,7 +702,7 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 	b.WriteString(" ")
 	b.WriteString(nonce)
 	if xtrace {
-		b.WriteString(" $? 9;} 9>&2 2>&-\n")
+		b.WriteString(" $?;} 2>&-\n")
 	} else {
 		b.WriteString(" $?\n")
 	}
@@ -688,7 +774,28 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		stdin = in.path
 	}
 	merged := corral.SameWriter(opts.Stdout, opts.Stderr)
-	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn, merged)
+	var ps [2]*cmdPipe // the command's own stdout and stderr (cmdpipe_unix.go)
+	outs, fresh := "", false
+	switch {
+	case opts.snapshot || dir == "":
+	case sh.verbose && sh.proto.kind == posixProto && sh.pipes[0] != nil:
+		// dash echoes this line as it reads it, on the stderr the last
+		// command left: that command's FIFOs serve this one too.
+		ps = sh.pipes
+	default:
+		var err error
+		if ps, err = cmdPipes(dir); err != nil {
+			if in != nil {
+				in.close()
+			}
+			return corral.StartFailed(res, fmt.Errorf("session: output fifo: %w", err))
+		}
+		kinds := sh.fdKinds()
+		outs, fresh = outRedirs(ps, kinds, merged), true
+		sh.lastMerged = merged && kinds[1] >= 0
+	}
+	k.pipes = ps
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn, merged && !fresh, outs)
 	sh.stdinSet = stdin != "" && !sh.execFn
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
@@ -697,8 +804,23 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	if !opts.snapshot && dir != "" {
 		meter = sh.tree.Measure()
 	}
+	for i, p := range ps {
+		if p == nil {
+			continue
+		}
+		sh.outMu[i].Lock()
+		p.k = k
+		sh.outMu[i].Unlock()
+	}
 	sh.mu.Lock()
 	sh.cur = k
+	if fresh {
+		for i, p := range ps {
+			sh.live[p] = struct{}{}
+			go sh.readPipe(i, p)
+		}
+		sh.pipes = ps
+	}
 	sh.mu.Unlock()
 	finish := func() {
 		if meter != nil {
@@ -709,6 +831,11 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		sh.mu.Lock()
 		sh.cur = nil
 		sh.mu.Unlock()
+		if fresh {
+			for _, p := range ps {
+				p.release()
+			}
+		}
 		k.close()
 		if in != nil {
 			in.close()
@@ -765,13 +892,19 @@ wait:
 	}
 	if unanswered {
 		sh.dead.Store(true)
-		res.Error = "the session's shell stopped answering: it waits for its next command without having reported the end of this one (set -n; a function named builtin or command that hides the shell's own; or stderr closed); the session restarts"
+		res.Error = "the session's shell stopped answering: it waits for its next command without having reported the end of this one (set -n; a function named builtin or command that hides the shell's own); the session restarts"
+		if fd := sh.markFdMoved(); fd >= 0 {
+			res.Error = fmt.Sprintf("the command replaced or closed the shell's descriptor %d, where corral's shell reports the end of each command; the session restarts", fd)
+		}
 	} else if !died && stopped == "" {
 		// One marker is in; the other tells where the rest of the
 		// command's output ends on its stream.
 		if !k.waitMarkers(sh.cfg.Drain) {
 			sh.dead.Store(true)
 			res.Error = "the command closed the shell's stdout or stderr; the session restarts"
+			if fd := sh.markFdMoved(); fd >= 0 {
+				res.Error = fmt.Sprintf("the command replaced or closed the shell's descriptor %d, where corral's shell reports the end of each command; the session restarts", fd)
+			}
 		}
 	}
 	if !died && !unanswered && stopped == "" {
@@ -935,6 +1068,29 @@ func (sh *shell) waitingForInput() bool {
 	return err == nil && os.SameFile(in, ctl)
 }
 
+// markFdMoved returns the first of the shell's marker descriptors
+// (markOutFd, markErrFd) that is no longer the pipe the session reads,
+// or -1 if both are, or if /proc cannot tell.
+func (sh *shell) markFdMoved() int {
+	for i, fd := range []int{markOutFd, markErrFd} {
+		ours, err := sh.streams[i].Stat()
+		if err != nil {
+			return -1
+		}
+		theirs, err := os.Stat("/proc/" + strconv.Itoa(sh.pid()) + "/fd/" + strconv.Itoa(fd))
+		if errors.Is(err, os.ErrNotExist) {
+			return fd // closed
+		}
+		if err != nil {
+			return -1
+		}
+		if !os.SameFile(ours, theirs) {
+			return fd
+		}
+	}
+	return -1
+}
+
 // trueCwd is the shell's working directory, given the $PWD it reported: a
 // command can assign PWD without moving the shell, so where the kernel
 // says the shell is wins (/proc/PID/cwd), unless $PWD names that same
@@ -983,20 +1139,26 @@ func (sh *shell) stopWith(sig os.Signal, grace time.Duration, escalate <-chan st
 		}
 		sh.ctl.Close()
 		sh.closeWriters() // the drain below waits for end of file
+		live := sh.livePipes()
 		drain := time.NewTimer(sh.cfg.Drain)
 		cut := false
-		for i := range sh.eof {
+		ends := []<-chan struct{}{sh.eof[0], sh.eof[1]}
+		for _, p := range live {
+			ends = append(ends, p.done)
+		}
+		for _, end := range ends {
 			if cut {
 				break
 			}
 			select {
-			case <-sh.eof[i]:
+			case <-end:
 			case <-drain.C:
 				cut = true
 				errs = append(errs, corral.ErrDrainCutOff)
 			}
 		}
 		drain.Stop()
+		cutPipes(live)
 		for i, f := range sh.streams {
 			f.SetReadDeadline(time.Now())
 			<-sh.eof[i]
@@ -1024,6 +1186,7 @@ func (sh *shell) detach() {
 		sh.tree.Release()
 		sh.ctl.Close()
 		sh.closeWriters()
+		cutPipes(sh.livePipes())
 		for i, f := range sh.streams {
 			f.Close()
 			<-sh.eof[i]

@@ -35,6 +35,9 @@ type sink struct {
 	out          *output.Meter
 	limitHit     <-chan struct{}  // out's
 	found        [2]chan struct{} // closed when stream i's marker is complete
+	// pipes are the command's own stdout and stderr FIFOs (none for
+	// corral's own commands), read besides the session's pipes.
+	pipes [2]*cmdPipe
 
 	// mu guards the fields that follow, and orders what is handed to out.
 	mu      sync.Mutex
@@ -303,6 +306,14 @@ func (k *sink) waitMarkers(d time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// taking reports whether stream i still takes the command's output: its
+// marker has not begun, and the sink is open.
+func (k *sink) taking(i int) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return !k.closed && (k.state[i] == searching || k.state[i] == skipping)
 }
 
 // close ends the sink: nothing is written to the caller's writers after it

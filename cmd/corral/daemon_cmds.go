@@ -259,6 +259,7 @@ type execFlags struct {
 	maxOutput string
 	cwd       string
 	oneshot   bool
+	bgOutput  bool
 	env       []string
 	limits    execLimitFlags
 }
@@ -293,6 +294,11 @@ the signal corral received first (SIGINT reaches the command as SIGINT), then
 the grace period (--grace, else the session's), then SIGKILL, and waits until
 the tree is gone; a second Ctrl-C kills it at once. The exit status is then
 128+signal. --signal chooses what --timeout sends first (SIGTERM by default).
+
+What a command's background jobs write after that command has ended
+((sleep 60; echo done) &) is no later command's output: the session keeps
+it (the latest 256 KiB of stdout and of stderr), ls --json says how much
+(background_bytes), and --background-output prints it and forgets it.
 
 The session's state after the command is recorded before the result is
 reported. If it cannot be recorded (a full disk), corral exec says so and
@@ -341,6 +347,7 @@ what the session's tree used during the command.`,
 	fl.StringVar(&f.maxOutput, "max-output", "", "stop the command once its output passes this size (e.g. 10MiB)")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory: a new session's first, or cd to it before the command")
 	fl.BoolVar(&f.oneshot, "oneshot", false, "run in a fresh contained shell instead of the session")
+	fl.BoolVar(&f.bgOutput, "background-output", false, "run nothing: print (and forget) what the session's background jobs wrote after their command ended")
 	fl.StringVar(&f.limits.memory, "memory", "", "memory limit of the session's tree (cgroup memory.max, e.g. 512MiB; max: none): set when the session is created, changed in place on an existing one")
 	fl.StringVar(&f.limits.memoryHigh, "memory-high", "", "memory the session's tree is throttled and reclaimed above (cgroup memory.high; max: none)")
 	fl.StringVar(&f.limits.cpus, "cpus", "", "CPU limit of the session's tree in CPUs, e.g. 0.5 or 2 (cgroup cpu.max; max: none)")
@@ -388,7 +395,10 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		return err
 	}
 	var code string
-	if f.limits.given() && !f.codeSet && f.file == "" && len(args) == 0 {
+	if f.bgOutput && (f.oneshot || f.codeSet || f.file != "" || len(args) > 0) {
+		return usageErr("exec: --background-output runs nothing: give it -s NAME and no command")
+	}
+	if f.bgOutput || f.limits.given() && !f.codeSet && f.file == "" && len(args) == 0 {
 		// Only the limits: change them (or create the session with
 		// them) and run nothing.
 	} else if code, err = execCode(f, args); err != nil {
@@ -402,7 +412,7 @@ func execMain(f *execFlags, args []string, stdin *os.File, stdout, stderr io.Wri
 		return err
 	}
 	// The request, built once: the daemon checks it.
-	opts := client.ExecOptions{Timeout: f.timeout, Oneshot: f.oneshot,
+	opts := client.ExecOptions{Timeout: f.timeout, Oneshot: f.oneshot, BackgroundOutput: f.bgOutput,
 		Env: append(os.Environ(), f.env...), StopSignal: stopSig, Limits: limits}
 	opts.Stdout, opts.Stderr = merged(stdout, stderr)
 	if host != "" {
@@ -529,7 +539,7 @@ func lsCommand(stdout io.Writer) *cobra.Command {
 				for _, s := range list {
 					e := map[string]any{"name": s.Name, "state": s.State, "shell": s.Shell, "cwd": s.Cwd,
 						"created": s.Created.UTC(), "last_used": s.LastUsed.UTC(),
-						"shell_pid": s.ShellPid, "busy": s.Busy}
+						"shell_pid": s.ShellPid, "busy": s.Busy, "background_bytes": s.BackgroundBytes}
 					if s.Reason != "" {
 						e["reason"] = s.Reason
 					}

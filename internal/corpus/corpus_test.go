@@ -167,10 +167,13 @@ func withTmp(env []string, dir string) []string {
 }
 
 // direct runs SHELL -c CODE with stdin empty, contained so that what a
-// case leaves behind is stopped.
+// case leaves behind is stopped. Its argv[0] is the shell's name, as when
+// a user types bash -c CODE (so $0 and the name its messages start with
+// are "bash", as a session's should be), not the path it was found at.
 func direct(shell, dir string, env []string, code string) Outcome {
 	var o, e bytes.Buffer
 	cmd := corral.Command(shell, "-c", code)
+	cmd.Args[0] = filepath.Base(shell)
 	cmd.Dir, cmd.Env = dir, withTmp(env, dir)
 	cmd.Stdin = strings.NewReader("")
 	cmd.Stdout, cmd.Stderr = &o, &e

@@ -33,6 +33,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -669,7 +670,7 @@ func (d *Daemon) sessionConfig(rec *store.Session) session.Config {
 	name := rec.Name
 	return session.Config{
 		Shell: rec.Shell, Dir: dir, Env: rec.Env, TrackEnv: true, RestoreOnReset: true, Isolation: d.cfg.Isolation,
-		HoldDir: d.holdDir(name), Limits: limitsOf(rec),
+		HoldDir: d.holdDir(name), Limits: limitsOf(rec), Umask: rec.Umask,
 		OnHeld: func(id corral.Identity, f session.Fifos) error {
 			d.cfg.Log.Info("shell started", "session", name, "pid", id.Pid, "isolation", id.Isolation)
 			return d.store.Update(name, func(r *store.Session) error {
@@ -714,7 +715,7 @@ func (d *Daemon) nameLock(name string) *sync.Mutex {
 // its first command. Limits that cannot be enforced here refuse the
 // creation (an error wrapping corral.ErrIsolation) before anything is
 // written.
-func (d *Daemon) sessionFor(name, dir string, env []string, limits corral.Limits) (*session.Session, error) {
+func (d *Daemon) sessionFor(name, dir string, env []string, umask *uint32, limits corral.Limits) (*session.Session, error) {
 	if err := d.awaitRecovery(name); err != nil {
 		return nil, err
 	}
@@ -747,7 +748,7 @@ func (d *Daemon) sessionFor(name, dir string, env []string, limits corral.Limits
 		}
 		now := time.Now().UTC()
 		rec = &store.Session{Name: name, Created: now, LastUsed: now, Shell: shellOf(env),
-			Cwd: dir, Env: env, State: store.Down}
+			Cwd: dir, Env: env, Umask: umask, State: store.Down}
 		if !limits.IsZero() {
 			rec.Limits = &limits
 		}
@@ -816,6 +817,12 @@ type ExecRequest struct {
 	// where a oneshot runs.
 	Dir string
 	Env []string
+	// Umask, if not nil, is the umask of a session this command creates
+	// (nil: the daemon's).
+	Umask *uint32
+	// BackgroundOutput runs nothing: the session's kept background output
+	// is written to the Options' Stdout and Stderr, and forgotten.
+	BackgroundOutput bool
 	// Cwd, if set, is entered before the command; in a session the cd
 	// persists. One that cannot be entered is a start failure.
 	Cwd string
@@ -862,6 +869,10 @@ func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult
 		// The client's cwd and environment mean nothing here: a remote
 		// command starts from the daemon's own.
 		req.Dir, req.Env = remoteStart(req.Dir, req.Env)
+		req.Umask = nil
+	}
+	if req.BackgroundOutput {
+		return d.takeBackground(req)
 	}
 	if req.Oneshot {
 		if res := enterable(req.Cwd); res != nil {
@@ -874,7 +885,7 @@ func (d *Daemon) Exec(ctx context.Context, p Peer, req ExecRequest) (*ExecResult
 		return out, err
 	}
 	name := req.Session
-	s, err := d.sessionFor(name, req.Dir, req.Env, req.Limits)
+	s, err := d.sessionFor(name, req.Dir, req.Env, req.Umask, req.Limits)
 	if errors.Is(err, corral.ErrIsolation) {
 		// As corral run with limits it cannot enforce: a start failure.
 		return &ExecResult{Result: startFailed(err.Error())}, nil
@@ -1046,6 +1057,46 @@ func (d *Daemon) runOnce(ctx context.Context, req ExecRequest) (*corral.Result, 
 	return res, err
 }
 
+// takeBackground writes the kept background output of the session
+// req names to req's Stdout and Stderr, and forgets it. A session that is
+// recorded but has no shell here keeps none.
+func (d *Daemon) takeBackground(req ExecRequest) (*ExecResult, error) {
+	if err := store.CheckName(req.Session); err != nil {
+		return nil, badRequest(err)
+	}
+	d.mu.Lock()
+	s := d.sessions[req.Session]
+	d.mu.Unlock()
+	if s == nil {
+		if _, err := d.store.Get(req.Session); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, fmt.Errorf("%w: %s", ErrNotFound, req.Session)
+			}
+			return nil, err
+		}
+	}
+	now := time.Now()
+	res := &corral.Result{Outcome: corral.OutcomeExited, FirstOutput: -1, StartedAt: now, EndedAt: now}
+	if s == nil {
+		return &ExecResult{Result: res}, nil
+	}
+	bg := s.TakeBackground()
+	for i, w := range []io.Writer{req.Options.Stdout, req.Options.Stderr} {
+		b := [2][]byte{bg.Stdout, bg.Stderr}[i]
+		if len(b) == 0 || w == nil {
+			continue
+		}
+		if _, err := w.Write(b); err != nil {
+			res.OutputError = err.Error()
+		}
+	}
+	res.StdoutBytes, res.StderrBytes = int64(len(bg.Stdout)), int64(len(bg.Stderr))
+	if bg.Dropped > 0 {
+		res.Error = fmt.Sprintf("%d earlier bytes of background output were not kept (at most %d of each stream are)", bg.Dropped, session.BackgroundMax)
+	}
+	return &ExecResult{Result: res, Limits: s.Limits()}, nil
+}
+
 // reapRuns kills the recorded trees (oneshots of a daemon that died, corral
 // runs that were killed) whose owner is gone, through their identity.
 func (d *Daemon) reapRuns() {
@@ -1160,6 +1211,8 @@ func checkExec(r *ExecRequest) error {
 		return errors.New("NUL byte in command")
 	case r.Oneshot && r.Session != "":
 		return errors.New("a oneshot command takes no session name")
+	case r.BackgroundOutput && (r.Oneshot || r.Command != ""):
+		return errors.New("background output is a session's: it takes a session name and no command")
 	}
 	for what, dir := range map[string]string{"dir": r.Dir, "cwd": r.Cwd} {
 		switch {
@@ -1205,6 +1258,8 @@ type SessionInfo struct {
 	// Kind is exec or terminal; Term describes a terminal session.
 	Kind string
 	Term *TermListInfo
+	// BackgroundBytes counts the background output the session keeps.
+	BackgroundBytes int64
 }
 
 // List lists the sessions: their records from one consistent snapshot of
@@ -1240,6 +1295,7 @@ func (d *Daemon) List(ctx context.Context, p Peer) ([]SessionInfo, error) {
 			// that shell's cwd, or down, never half.
 			st := s.State()
 			si.State, si.Busy = string(store.Down), st.Busy
+			si.BackgroundBytes = st.BackgroundBytes
 			if st.Alive {
 				si.State, si.ShellPid, si.Cwd = string(store.Up), st.Pid, st.Cwd
 			}

@@ -167,6 +167,9 @@ type Session struct {
 	// runs (see kind.go). Optional fields of schema 3, as Limits.
 	Kind Kind  `json:"kind,omitempty"`
 	Term *Term `json:"term,omitempty"`
+	// Umask is the umask every shell of the session starts with, its
+	// creating client's (nil: the daemon's). Optional, as Limits.
+	Umask *uint32 `json:"umask,omitempty"`
 }
 
 // Store is an open database. Its methods are safe for concurrent use.

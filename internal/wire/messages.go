@@ -68,6 +68,9 @@ type Exec struct {
 	// environment.
 	Dir string   `json:"dir,omitempty"`
 	Env []string `json:"env,omitempty"`
+	// Umask is the client's umask, that of a session this command
+	// creates (absent: the daemon's own; at most 0777).
+	Umask *uint32 `json:"umask,omitempty"`
 	// Cwd, if set, is entered before the command (an absolute path): in a
 	// session the cd persists. A Cwd that cannot be entered fails the
 	// command before it starts (outcome start_failed).
@@ -81,6 +84,10 @@ type Exec struct {
 	EnvBytes     map[int][]byte `json:"env_bytes,omitempty"`
 	// Stdin says whether stdin frames follow (else the command reads EOF).
 	Stdin bool `json:"stdin,omitempty"`
+	// BackgroundOutput runs nothing: the session's kept background
+	// output (what its background jobs wrote after their command ended)
+	// comes back as this call's output, and is forgotten.
+	BackgroundOutput bool `json:"background_output,omitempty"`
 	// Merge asks for stdout and stderr as one stream, in the order the
 	// command wrote them (the client sends both to one place): all output
 	// then comes in stdout frames and counts as stdout.
@@ -158,6 +165,9 @@ type Session struct {
 	// describes a terminal session (term.go).
 	Kind string    `json:"kind,omitempty"`
 	Term *TermInfo `json:"term,omitempty"`
+	// BackgroundBytes counts the background output the session keeps
+	// (Exec.BackgroundOutput takes it).
+	BackgroundBytes int64 `json:"background_bytes,omitempty"`
 }
 
 // Sessions is the reply to List.

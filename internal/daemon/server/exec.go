@@ -90,7 +90,10 @@ func request(e *wire.Exec) (daemon.ExecRequest, error) {
 	if e.StopSignal != 0 && !validSignal(e.StopSignal) {
 		return daemon.ExecRequest{}, fmt.Errorf("%w: stop signal %d is not a signal (want 1 to %d)", daemon.ErrBadRequest, e.StopSignal, maxSignal)
 	}
-	r := daemon.ExecRequest{Session: e.Session, Command: e.Command, Oneshot: e.Oneshot, Dir: e.Dir, Env: e.Env, Cwd: e.Cwd,
+	if e.Umask != nil && *e.Umask > 0o777 {
+		return daemon.ExecRequest{}, fmt.Errorf("%w: umask %#o is not a umask (want 0 to 0777)", daemon.ErrBadRequest, *e.Umask)
+	}
+	r := daemon.ExecRequest{Session: e.Session, Command: e.Command, Oneshot: e.Oneshot, Dir: e.Dir, Env: e.Env, Cwd: e.Cwd, Umask: e.Umask, BackgroundOutput: e.BackgroundOutput,
 		Options: session.Options{
 			Timeout:   time.Duration(e.TimeoutMs) * time.Millisecond,
 			MaxOutput: e.MaxOutput,

@@ -513,7 +513,7 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 		out := wire.Sessions{Sessions: make([]wire.Session, 0, len(list))}
 		for _, si := range list {
 			out.Sessions = append(out.Sessions, wire.Session{Name: si.Name, State: si.State, Shell: si.Shell,
-				CreatedUnix: si.Created.Unix(), LastUsedUnix: si.LastUsed.Unix(), ShellPid: si.ShellPid, Busy: si.Busy, Reason: si.Reason,
+				CreatedUnix: si.Created.Unix(), LastUsedUnix: si.LastUsed.Unix(), ShellPid: si.ShellPid, Busy: si.Busy, Reason: si.Reason, BackgroundBytes: si.BackgroundBytes,
 				Limits: wire.LimitsOf(si.Limits), Kind: si.Kind, Term: termInfoOf(si.Term)})
 			out.Sessions[len(out.Sessions)-1].SetCwd(si.Cwd)
 			wire.SetUsage(&out.Sessions[len(out.Sessions)-1], si.Usage)

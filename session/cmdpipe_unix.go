@@ -1,0 +1,353 @@
+//go:build unix
+
+package session
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A command's own stdout and stderr. Each command (but the startup and
+// snapshot ones) gets two fresh FIFOs in the session's private directory,
+// which the shell opens as its descriptors 1 and 2 just before the code
+// runs (commandLineS). corral's markers still go to the session's pipes
+// (markOutFd, markErrFd): so what the command's background jobs write to
+// the FIFOs they inherited after the command has ended is told apart from
+// the next command's output, which has FIFOs of its own. It is kept, bounded,
+// as the session's background output (Background).
+//
+// A stream's FIFO and the session's pipe of that stream feed the same sink
+// in the order the shell wrote them: the shell writes a command's output
+// before its marker, so when the pipe brings the marker, whatever the FIFO
+// holds is read first (drain); what the FIFO brings after the marker is
+// background output.
+//
+// The shell opens each FIFO read-write (<>), as a held shell's own FIFOs
+// are, so that neither it nor a background job gets SIGPIPE or an open
+// that waits, whoever reads; until the shell has it open, our own write end
+// keeps our reader from end of file. Once the command has ended both of ours
+// but the reader are closed, and the reader ends when the last writer
+// (the shell, at the next command's redirection, and the jobs) is gone.
+
+// cmdPipe is one of a command's two FIFOs, as we hold it.
+type cmdPipe struct {
+	path string
+	id   FileID
+	r, w *os.File
+	kind int           // 0: a stdout, 1: a stderr
+	done chan struct{} // closed when its reader has ended
+	once sync.Once     // release's
+	// k is the sink its output goes to while that takes it (nil: the
+	// background output); guarded by the shell's outMu of its stream.
+	k *sink
+}
+
+// newCmdPipe makes a FIFO in dir and opens our ends, never waiting.
+func newCmdPipe(dir, prefix string) (*cmdPipe, error) {
+	path := filepath.Join(dir, prefix+newNonce())
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		return nil, err
+	}
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		r.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(w.Fd()), &st); err != nil {
+		r.Close()
+		w.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return &cmdPipe{path: path, id: FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, r: r, w: w, done: make(chan struct{})}, nil
+}
+
+// release closes our write end and removes the name: the shell, and any
+// job that inherited it, hold it now.
+func (p *cmdPipe) release() {
+	p.once.Do(func() {
+		p.w.Close()
+		os.Remove(p.path)
+	})
+}
+
+// cmdPipes makes a command's two FIFOs.
+func cmdPipes(dir string) ([2]*cmdPipe, error) {
+	var ps [2]*cmdPipe
+	for i, prefix := range []string{"o-", "e-"} {
+		p, err := newCmdPipe(dir, prefix)
+		if p != nil {
+			p.kind = i
+		}
+		if err != nil {
+			if ps[0] != nil {
+				ps[0].release()
+				ps[0].r.Close()
+			}
+			return [2]*cmdPipe{}, err
+		}
+		ps[i] = p
+	}
+	return ps, nil
+}
+
+// fdKinds tells, for the shell's descriptors 1 and 2, which of the
+// session's streams each is now: 0 (stdout: the last command's stdout
+// FIFO, or the session's stdout pipe), 1 (stderr), or -1 (something the
+// command put there itself, or closed), so that the next command's FIFOs
+// take their places and a command's exec >file or exec 1>&2 lasts, as on
+// a script's next line. Where /proc cannot tell, both are the session's,
+// as they were when the shell started.
+func (sh *shell) fdKinds() [2]int {
+	kinds := [2]int{0, 1}
+	pid := strconv.Itoa(sh.pid())
+	if _, err := os.Stat("/proc/" + pid + "/fd/" + strconv.Itoa(markOutFd)); err != nil {
+		return kinds // no /proc to look at (or the shell is gone)
+	}
+	for j := range kinds {
+		var st unix.Stat_t
+		path := "/proc/" + pid + "/fd/" + strconv.Itoa(j+1)
+		err := unix.Stat(path, &st)
+		id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+		// The markers are in, but F may not have returned yet, and while
+		// it writes them its descriptor 1 is a marker pipe for a moment:
+		// look again until it is not (a while: the shell may not get the
+		// processor at once). Before the first command it is the
+		// session's stdout, for good; one that stays a marker pipe is
+		// taken for the session's stdout (a command that put a marker
+		// descriptor on 1 itself is not told apart).
+		transient := func() bool {
+			return j == 0 && (id == sh.streamIDs[1] || id == sh.streamIDs[0] && sh.pipes[0] != nil)
+		}
+		for t, end := 0, time.Now().Add(100*time.Millisecond); err == nil && transient() && time.Now().Before(end); t++ {
+			if t < 3 {
+				runtime.Gosched()
+			} else {
+				time.Sleep(20 * time.Microsecond)
+			}
+			err = unix.Stat(path, &st)
+			id = FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+		}
+		if err == nil && transient() {
+			continue // kinds[0] is 0
+		}
+		if err != nil {
+			kinds[j] = -1 // closed
+			continue
+		}
+		sh.mu.Lock()
+		kind, ok := sh.ours[id]
+		for p := range sh.live {
+			if p.id == id {
+				kind, ok = p.kind, true
+			}
+		}
+		sh.mu.Unlock()
+		if !ok {
+			kinds[j] = -1
+			continue
+		}
+		if j == 1 && kind == 0 && sh.lastMerged {
+			kind = 1 // corral's merge, not the command's
+		}
+		kinds[j] = kind
+	}
+	return kinds
+}
+
+// outRedirs is the redirection that gives the shell's descriptors 1 and 2
+// their places among ps (see fdKinds), "" if neither is the session's.
+func outRedirs(ps [2]*cmdPipe, kinds [2]int, merged bool) string {
+	var b strings.Builder
+	for j, kind := range kinds {
+		if kind < 0 {
+			continue
+		}
+		if j == 1 && merged {
+			kind = 0
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Itoa(j + 1))
+		b.WriteString("<>")
+		b.WriteString(quote(ps[kind].path))
+	}
+	return b.String()
+}
+
+// readPipe hands what stream i's FIFO p brings to the sink k while k takes
+// it, and to the session's background output after. It holds the
+// stream's lock while it reads and delivers, so that a drain (by the
+// session pipe's reader, on a marker) and it never pass each other.
+func (sh *shell) readPipe(i int, p *cmdPipe) {
+	defer func() {
+		// Out of live before our end closes: once it has, the FIFO's
+		// inode may be a new FIFO's, which fdKinds must not take for
+		// this one.
+		sh.mu.Lock()
+		delete(sh.live, p)
+		sh.mu.Unlock()
+		p.r.Close()
+		close(p.done)
+	}()
+	rc, err := p.r.SyscallConn()
+	if err != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		var n int
+		var rerr error
+		err := rc.Read(func(fd uintptr) bool {
+			sh.outMu[i].Lock()
+			defer sh.outMu[i].Unlock()
+			for {
+				n, rerr = syscall.Read(int(fd), buf)
+				if rerr != syscall.EINTR {
+					break
+				}
+			}
+			if rerr == syscall.EAGAIN {
+				return false
+			}
+			if n > 0 {
+				sh.deliver(i, p.k, buf[:n], time.Now())
+			}
+			return true
+		})
+		if err != nil || rerr != nil || n == 0 {
+			return
+		}
+	}
+}
+
+// drain reads what stream i's FIFO of the sink k holds now and hands it
+// to k. The caller holds sh.outMu[i].
+func (sh *shell) drain(i int, k *sink) {
+	p := k.pipes[i]
+	if p == nil {
+		return
+	}
+	rc, err := p.r.SyscallConn()
+	if err != nil {
+		return
+	}
+	var buf [32 << 10]byte
+	rc.Control(func(fd uintptr) {
+		for {
+			n, err := syscall.Read(int(fd), buf[:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if n <= 0 || err != nil {
+				return
+			}
+			sh.deliver(i, k, buf[:n], time.Now())
+		}
+	})
+}
+
+// deliver gives b, read from stream i's FIFO of the sink k, to k if it is
+// still taking stream i, else to the background output.
+func (sh *shell) deliver(i int, k *sink, b []byte, at time.Time) {
+	if k != nil && k.taking(i) {
+		k.feed(i, b, at)
+		return
+	}
+	sh.cfg.bg.add(i, b)
+}
+
+// livePipes lists the commands' FIFOs whose readers still run, with
+// our write ends released: their readers end at end of file once the
+// shell and its jobs are gone.
+func (sh *shell) livePipes() []*cmdPipe {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var live []*cmdPipe
+	for p := range sh.live {
+		live = append(live, p)
+	}
+	for _, p := range live {
+		p.release()
+	}
+	return live
+}
+
+// cutPipes ends the readers of live (livePipes), at once: the shell is
+// gone or let go.
+func cutPipes(live []*cmdPipe) {
+	for _, p := range live {
+		p.r.SetReadDeadline(time.Now())
+		<-p.done
+	}
+}
+
+// adoptPipes takes over, after Attach, the command FIFOs the shell holds
+// as its descriptors 1 and 2 (its last owner made them and is gone): what
+// is in them, and what its jobs write there later, is background output,
+// and the next command's FIFOs take their places. Only a FIFO of ours that
+// no one else may open is opened (through /proc: its name is gone).
+func (sh *shell) adoptPipes() {
+	pid := strconv.Itoa(sh.pid())
+	for j := 1; j <= 2; j++ {
+		link := "/proc/" + pid + "/fd/" + strconv.Itoa(j)
+		name, err := os.Readlink(link)
+		if err != nil {
+			continue
+		}
+		kind := -1
+		switch base := filepath.Base(name); {
+		case strings.HasPrefix(base, "o-"):
+			kind = 0
+		case strings.HasPrefix(base, "e-"):
+			kind = 1
+		default:
+			continue
+		}
+		var st unix.Stat_t
+		if err := unix.Stat(link, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+			continue
+		}
+		id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+		sh.mu.Lock()
+		seen := false
+		for p := range sh.live {
+			seen = seen || p.id == id
+		}
+		sh.mu.Unlock()
+		if seen {
+			continue // 1 and 2 are the same FIFO
+		}
+		r, err := os.OpenFile(link, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			continue
+		}
+		var got unix.Stat_t
+		if unix.Fstat(int(r.Fd()), &got) != nil || got.Dev != st.Dev || got.Ino != st.Ino {
+			r.Close()
+			continue
+		}
+		p := &cmdPipe{path: name, id: id, kind: kind, r: r, done: make(chan struct{})}
+		p.once.Do(func() {}) // nothing of ours to release
+		sh.mu.Lock()
+		sh.live[p] = struct{}{}
+		sh.mu.Unlock()
+		go sh.readPipe(j-1, p)
+	}
+}
