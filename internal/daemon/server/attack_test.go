@@ -1144,32 +1144,49 @@ func TestAttackStdinNeverRead(t *testing.T) {
 	wellBehaved(t, state, env)
 }
 
-// TestAttackCallsPastTheBound: server.MaxCalls calls running at once (each
-// a command waiting on a file) take every call slot; the next call, on a
-// connection the daemon holds, waits (it is neither refused nor lost) and
-// is answered as soon as one of them ends.
+// TestAttackCallsPastTheBound: server.MaxCalls calls at once (each a
+// term_wait for text the program prints only later) take every call
+// slot; the next call, on a connection the daemon holds, waits (it is
+// neither refused nor lost) and is answered as soon as they end.
 func TestAttackCallsPastTheBound(t *testing.T) {
 	mark := testproc.Guard(t, 120*time.Second)
 	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
-	dir := t.TempDir()
-	gate := filepath.Join(dir, "go")
+	state := t.TempDir()
+	s, err := server.Open(server.Config{Config: daemon.Config{StateDir: state,
+		Holder: []string{"/usr/bin/env", holderEnv + "=1", os.Args[0]}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx) }()
+	defer func() { cancel(); <-served }()
+	c, err := client.Dial(context.Background(), state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		kctx, kcancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer kcancel()
+		c.Kill(kctx, true)
+		c.Close()
+	}()
+	gate := filepath.Join(t.TempDir(), "go")
+	open := rawConn(t, state)
+	open.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallTermOpen, Term: &wire.Term{Name: "t", Cwd: "/", Env: env,
+		Command: []string{"sh", "-c", "while [ ! -e " + gate + " ]; do sleep 0.05; done; echo the-text; exec sleep 600"}}})
+	open.Net().SetReadDeadline(time.Now().Add(30 * time.Second))
+	if typ, b, err := open.ReadFrame(wire.MaxControl); err != nil || typ != wire.FrameReply {
+		t.Fatalf("term_open: %q %s %v", typ, b, err)
+	}
 	busy := make([]*wire.Conn, server.MaxCalls)
 	for i := range busy {
 		busy[i] = rawConn(t, state)
-		busy[i].WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: fmt.Sprintf("b%d", i),
-			Command: fmt.Sprintf(": > %s/started-%d; while [ ! -e %s ]; do sleep 0.05; done", dir, i, gate), Dir: "/", Env: env}})
+		busy[i].WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallTermWait, Term: &wire.Term{Name: "t", Text: "the-text", TimeoutMs: 60000}})
 	}
-	// Every busy call runs its command before the next call is made (a
-	// list would itself wait for a slot: the files say it).
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		started, _ := filepath.Glob(filepath.Join(dir, "started-*"))
-		if len(started) == server.MaxCalls {
-			break
-		}
+	for deadline := time.Now().Add(60 * time.Second); s.CallsInFlight() < server.MaxCalls; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d commands started after 60 s", len(started), server.MaxCalls)
+			t.Fatalf("%d of %d calls in flight after 60 s", s.CallsInFlight(), server.MaxCalls)
 		}
 	}
 	next := rawConn(t, state)
@@ -1187,17 +1204,9 @@ func TestAttackCallsPastTheBound(t *testing.T) {
 	}
 	for i, wc := range busy {
 		wc.Net().SetReadDeadline(time.Now().Add(30 * time.Second))
-		for {
-			typ, b, err := wc.ReadFrame(wire.MaxControl)
-			if err != nil {
-				t.Fatalf("busy call %d: %v", i, err)
-			}
-			if typ == wire.FrameReply {
-				break
-			}
-			if typ == wire.FrameError {
-				t.Fatalf("busy call %d: %s", i, b)
-			}
+		typ, b, err := wc.ReadFrame(wire.MaxControl)
+		if err != nil || typ != wire.FrameReply || !strings.Contains(string(b), `"reason":"text"`) {
+			t.Fatalf("term_wait %d: %q %s %v", i, typ, b, err)
 		}
 	}
 }

@@ -6,3 +6,6 @@ const (
 	MaxConns = maxConns
 	MaxCalls = maxCalls
 )
+
+// CallsInFlight is how many calls hold a call slot now.
+func (s *Server) CallsInFlight() int { return len(s.callSlots) }
