@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -466,7 +467,9 @@ func (h *holder) screen(req *Request) *Screen {
 	defer h.mu.Unlock()
 	h.catchUpLocked(nil)
 	modes := h.vt.Modes()
-	s := &Screen{Status: h.status, Title: h.vt.Title(), AltScreen: modes.AltScreen, AppCursor: modes.CursorKeys}
+	// The title is the program's to choose: without its control
+	// characters (C1 as UTF-8, DEL), a caller may print it.
+	s := &Screen{Status: h.status, Title: strings.Map(dropControl, h.vt.Title()), AltScreen: modes.AltScreen, AppCursor: modes.CursorKeys}
 	s.Cols, s.Rows = h.vt.Size()
 	s.CursorX, s.CursorY, s.CursorVisible = h.vt.Cursor()
 	if req.ANSI {
@@ -558,6 +561,13 @@ func (h *holder) wait(gone <-chan struct{}, spec WaitSpec) Answer {
 			return Answer{Error: "the session is closing"}
 		}
 	}
+}
+
+func dropControl(r rune) rune {
+	if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		return -1
+	}
+	return r
 }
 
 // writeJSONFile writes v to path durably: a temporary file, fsynced and
