@@ -345,3 +345,28 @@ func vmRSS(t *testing.T, pid int) int {
 	t.Fatal("no VmRSS")
 	return 0
 }
+
+// TestAttackLongIdleWaitStaysSmall: a wait for quiet output on a program
+// that never goes quiet keeps nothing per screen change (each change
+// used to leave a timer and a deferred stop until the wait ended).
+func TestAttackLongIdleWaitStaysSmall(t *testing.T) {
+	mark := testproc.Guard(t, 2*time.Minute)
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "while :; do echo x; done"}, ScrollbackBytes: -1})
+	hold := func(o WaitOptions) int {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			tm.Wait(ctx10(t), o)
+		}()
+		time.Sleep(7 * time.Second)
+		rss := vmRSS(t, tm.HolderPid())
+		<-done
+		return rss
+	}
+	base := hold(WaitOptions{Text: "never-shown", Timeout: 8 * time.Second})
+	idle := hold(WaitOptions{Idle: time.Hour, Timeout: 8 * time.Second})
+	t.Logf("holder RSS: %d KiB in a text wait, %d KiB in an idle wait", base>>10, idle>>10)
+	if idle > base+8<<20 {
+		t.Errorf("an idle wait grew the holder by %d KiB in 7 s", (idle-base)>>10)
+	}
+}

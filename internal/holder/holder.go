@@ -543,22 +543,31 @@ func (h *holder) wait(gone <-chan struct{}, spec WaitSpec) Answer {
 		}
 		ch := h.changed
 		h.mu.Unlock()
+		// One idle timer per pass, stopped before the next: a deferred
+		// stop would keep one per screen change until the wait ends.
 		var idle <-chan time.Time
+		var itm *time.Timer
 		if spec.Idle > 0 {
-			tm := time.NewTimer(spec.Idle - quiet)
-			idle = tm.C
-			defer tm.Stop()
+			itm = time.NewTimer(spec.Idle - quiet)
+			idle = itm.C
 		}
+		var a *Answer
 		select {
 		case <-ch:
 		case <-idle:
 		case <-timeout:
 			st := h.snapshot()
-			return Answer{Reason: "timeout", Status: &st}
+			a = &Answer{Reason: "timeout", Status: &st}
 		case <-gone:
-			return Answer{}
+			a = &Answer{}
 		case <-h.quit:
-			return Answer{Error: "the session is closing"}
+			a = &Answer{Error: "the session is closing"}
+		}
+		if itm != nil {
+			itm.Stop()
+		}
+		if a != nil {
+			return *a
 		}
 	}
 }
