@@ -10,6 +10,7 @@ package terminal
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"net"
@@ -369,4 +370,31 @@ func TestAttackLongIdleWaitStaysSmall(t *testing.T) {
 	if idle > base+8<<20 {
 		t.Errorf("an idle wait grew the holder by %d KiB in 7 s", (idle-base)>>10)
 	}
+}
+
+// TestAttackSendsToAProgramThatDoesNotRead: sends to a program that reads
+// none of its input, each given up by its client, leave nothing behind
+// in the holder (each used to keep its goroutine and its data for as
+// long as the program did not read), and the holder answers meanwhile.
+func TestAttackSendsToAProgramThatDoesNotRead(t *testing.T) {
+	mark := testproc.Guard(t, 2*time.Minute)
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "stty raw -echo; echo ready; exec sleep 600"}, ScrollbackBytes: -1})
+	waitText(t, tm, "ready")
+	data := bytes.Repeat([]byte("z"), maxSendChunk)
+	before := vmRSS(t, tm.HolderPid())
+	for i := 0; i < 150; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := tm.Send(ctx, data)
+		cancel()
+		if err == nil {
+			t.Fatalf("send %d to a program that reads nothing succeeded", i)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	after := vmRSS(t, tm.HolderPid())
+	t.Logf("holder RSS %d KiB before, %d KiB after 150 abandoned sends of %d KiB", before>>10, after>>10, len(data)>>10)
+	if after > before+40<<20 {
+		t.Errorf("abandoned sends grew the holder by %d MiB", (after-before)>>20)
+	}
+	alive(t, tm, 80, 24)
 }

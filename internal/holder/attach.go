@@ -52,7 +52,7 @@ func (h *holder) attach(conn net.Conn, r *bufio.Reader, req *Request) {
 		}
 		switch typ {
 		case FrameInput:
-			h.send(append([]byte(nil), p...))
+			h.send(nil, append([]byte(nil), p...))
 		case FrameResize:
 			var sz Size
 			if json.Unmarshal(p, &sz) == nil {

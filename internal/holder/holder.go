@@ -332,8 +332,9 @@ func (h *holder) writeInput() {
 	}
 }
 
-// send writes b to the program, in order with other input.
-func (h *holder) send(b []byte) error {
+// send writes b to the program, in order with other input; gone closed
+// gives up (b is then dropped if the writer had not taken it).
+func (h *holder) send(gone <-chan struct{}, b []byte) error {
 	r := inputReq{b: b, done: make(chan error, 1)}
 	select {
 	case h.input <- r:
@@ -341,12 +342,16 @@ func (h *holder) send(b []byte) error {
 		return errors.New("the program has exited")
 	case <-h.quit:
 		return errors.New("the session is closing")
+	case <-gone:
+		return errors.New("the client went away")
 	}
 	select {
 	case err := <-r.done:
 		return err
 	case <-h.quit:
 		return errors.New("the session is closing")
+	case <-gone:
+		return errors.New("the client went away")
 	}
 }
 
@@ -421,11 +426,18 @@ func (h *holder) handle(conn net.Conn) {
 	case "attach":
 		h.attach(conn, r, &req)
 	case "send":
+		// A client that goes away gives up its input if the program has
+		// not taken it yet (a program that reads nothing would otherwise
+		// keep every abandoned send, data and goroutine).
+		gone := make(chan struct{})
+		go func() { r.ReadByte(); close(gone) }()
 		a := Answer{}
-		if err := h.send(req.Data); err != nil {
+		if err := h.send(gone, req.Data); err != nil {
 			a.Error = err.Error()
 		}
 		WriteJSON(conn, FrameAnswer, a)
+		conn.Close()
+		<-gone
 	case "screen":
 		WriteJSON(conn, FrameAnswer, Answer{Screen: h.screen(&req)})
 	case "wait":
