@@ -398,3 +398,49 @@ func TestAttackSendsToAProgramThatDoesNotRead(t *testing.T) {
 	}
 	alive(t, tm, 80, 24)
 }
+
+// TestAttackDetachFromAProgramThatDoesNotRead: a client that pasted more
+// than the program reads can still detach (its input used to stop the
+// holder's reading of its frames, so the detach was never seen and the
+// client waited for its reset forever).
+func TestAttackDetachFromAProgramThatDoesNotRead(t *testing.T) {
+	mark := testproc.Guard(t, 2*time.Minute)
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "stty raw -echo; echo ready; exec sleep 600"}, ScrollbackBytes: -1})
+	waitText(t, tm, "ready")
+	a, err := tm.Attach(ctx10(t), AttachOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	rd := readAttachment(a, 80, 24)
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := a.Write(bytes.Repeat([]byte("p"), 3<<20))
+		if err == nil {
+			err = a.Detach()
+		}
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatalf("paste, then detach: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		a.Close()
+		<-wrote
+		rd.end(t)
+		t.Fatal("a 3 MiB paste to a program that reads nothing blocked the client's detach for 10 s")
+	}
+	select {
+	case <-rd.done:
+		if rd.err != ErrDetached {
+			t.Errorf("the attachment ended with %v, not a detach", rd.err)
+		}
+	case <-time.After(10 * time.Second):
+		a.Close()
+		rd.end(t)
+		t.Fatal("no reset within 10 s of the detach")
+	}
+	alive(t, tm, 80, 24)
+}
