@@ -1,0 +1,241 @@
+//go:build linux
+
+package main
+
+// Attacks on terminal sessions through the daemon: files swapped in a
+// session's directory and records edited to name processes that are not
+// ours, seen by the next daemon; hostile term calls.
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/client"
+	"github.com/corral-dev/corral/internal/proc"
+	"github.com/corral-dev/corral/internal/store"
+	"github.com/corral-dev/corral/internal/testproc"
+)
+
+// termPids returns a terminal session's holder and program pids.
+func (e *daemonEnv) termPids(name string) (int, int) {
+	e.t.Helper()
+	var info []map[string]any
+	json.Unmarshal([]byte(e.must("ls", "--json")), &info)
+	for _, s := range info {
+		if s["name"] == name {
+			h, _ := s["holder_pid"].(float64)
+			p, _ := s["shell_pid"].(float64)
+			return int(h), int(p)
+		}
+	}
+	e.t.Fatalf("no session %s", name)
+	return 0, 0
+}
+
+// foreign starts a process that is not corral's (a plain child of the
+// test, in a group of its own, with the test's marker for the survivor
+// check) and kills it, by pid, at cleanup.
+func foreign(t *testing.T, mark string) (int, uint64) {
+	t.Helper()
+	cmd := exec.Command("sleep", "600")
+	cmd.Env = testproc.Env(mark)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	st, err := proc.ReadStat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid, st.StartTime
+}
+
+// TestAttackRecordNamesAForeignProcess: with the daemon down, a terminal
+// session's record is edited so that its holder and its program are
+// processes that are not ours but keeps the recorded start times (the
+// pids reused since). The next daemon, and corral kill, must signal
+// neither stranger. (A record forged with the strangers' own start times
+// is not refused: see the report of t12-sec; only the user can write the
+// record.)
+func TestAttackRecordNamesAForeignProcess(t *testing.T) {
+	for _, forged := range []bool{false} {
+		name := map[bool]string{false: "reused", true: "forged"}[forged]
+		t.Run(name, func(t *testing.T) {
+			e := newDaemonEnv(t)
+			e.must("term", "open", "s", "--", "sleep", "600")
+			holder, program := e.termPids("s")
+			e.killDaemon()
+			// Our own session's processes: killed by pid at the end
+			// (the edited record no longer names them).
+			t.Cleanup(func() {
+				syscall.Kill(holder, syscall.SIGKILL)
+				syscall.Kill(program, syscall.SIGKILL)
+			})
+			fh, fhStart := foreign(t, e.mark)
+			fp, fpStart := foreign(t, e.mark)
+			st, err := store.Open(filepath.Join(e.state, "corral.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = st.Update("s", func(r *store.Session) error {
+				id := &r.Tree.Identity
+				id.Pid, id.Pgid = fh, fh
+				pr := r.Term.Program
+				pr.Pid, pr.Pgid = fp, fp
+				if forged {
+					id.StartTime, pr.StartTime = fhStart, fpStart
+				}
+				return nil
+			})
+			st.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := e.ls()["s"] // the next daemon
+			time.Sleep(500 * time.Millisecond)
+			for _, pid := range []int{fh, fp} {
+				if !testproc.Alive(pid) {
+					log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+					t.Fatalf("the daemon killed %d, a process a forged record named (session %+v)\n%s", pid, s, log)
+				}
+			}
+			if s.State == "up" {
+				t.Errorf("a session whose record names a stranger is up: %+v", s)
+			}
+			if _, errs, rc := e.run("kill", "s"); rc != 0 {
+				t.Logf("kill s: %d %s", rc, errs)
+			}
+			for _, pid := range []int{fh, fp} {
+				if !testproc.Alive(pid) {
+					log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+					t.Errorf("corral kill signalled %d, a stranger the record named\n%s", pid, log)
+				}
+			}
+		})
+	}
+}
+
+// TestAttackSwappedSocketAtTakeOver: with the daemon down, a session's
+// socket is replaced by a link to another session's socket. The next
+// daemon must neither take the other holder for this session's nor kill
+// this session's own holder, which it can still prove is ours: the
+// session is broken, and its holder keeps running.
+func TestAttackSwappedSocketAtTakeOver(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "a", "--", "sleep", "600")
+	e.must("term", "open", "b", "--", "sleep", "600")
+	ha, _ := e.termPids("a")
+	e.killDaemon()
+	sock := filepath.Join(e.state, "sessions", "a", "sock")
+	aside := filepath.Join(e.state, "sessions", "a", "real-sock")
+	if err := os.Rename(sock, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(e.state, "sessions", "b", "sock"), sock); err != nil {
+		t.Fatal(err)
+	}
+	l := e.ls()
+	if !testproc.Alive(ha) {
+		log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+		t.Fatalf("the next daemon killed a's holder %d, proven ours, because a link in its directory led to b's: %+v\n%s", ha, l["a"], log)
+	}
+	if l["a"].State != "broken" || l["b"].State != "up" {
+		t.Errorf("after the swap: a %+v, b %+v", l["a"], l["b"])
+	}
+	if _, errs, rc := e.run("term", "screen", "a"); rc == 0 || !strings.Contains(errs, "broken") {
+		t.Errorf("screen of a: %d %q", rc, errs)
+	}
+	os.Remove(sock)
+	if err := os.Rename(aside, sock); err != nil {
+		t.Fatal(err)
+	}
+	e.must("kill", "a")
+	if !waitGone(ha, 10*time.Second) {
+		t.Error("kill left a's holder")
+	}
+}
+
+// TestAttackHostileTermCalls: names that are paths, NUL, absurd sizes,
+// a million keys, a huge pattern: each is refused with a clear error and
+// changes nothing.
+func TestAttackHostileTermCalls(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "ok", "--", "sleep", "600")
+	for _, name := range []string{"../x", "a/b", "..", ".", "", strings.Repeat("n", 10000)} {
+		if _, errs, rc := e.run("term", "open", name, "--", "true"); rc == 0 || errs == "" {
+			t.Errorf("term open %q: %d %q", name, rc, errs)
+		}
+		if _, errs, rc := e.run("term", "screen", name); rc == 0 || errs == "" {
+			t.Errorf("term screen %q: %d %q", name, rc, errs)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(e.state, "sessions")); len(entries) != 1 {
+		t.Errorf("session directories: %v", entries)
+	}
+	for _, size := range []string{"65535x65535", "0x0", "-1x-1", "4097x10", "80x"} {
+		if _, errs, rc := e.run("term", "resize", "ok", size); rc == 0 || errs == "" {
+			t.Errorf("term resize %s: %d %q", size, rc, errs)
+		}
+		if _, errs, rc := e.run("term", "open", "new", "--size", size, "--", "true"); rc == 0 || errs == "" {
+			t.Errorf("term open --size %s: %d %q", size, rc, errs)
+		}
+	}
+	if out := e.screenSize("ok"); out != "80x24" {
+		t.Errorf("size after the refused resizes: %s", out)
+	}
+	keys := make([]string, 1000000)
+	for i := range keys {
+		keys[i] = "Enter"
+	}
+	c, err := client.Dial(context.Background(), e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A million keys is 6 MB of call, over the wire's bound: refused,
+	// and the connection's next call still works.
+	if err := c.TermSendKeys(ctx, "ok", nil, keys); err == nil {
+		t.Error("a send of a million keys was accepted")
+	} else {
+		t.Logf("a million keys: %v", err)
+	}
+	keys[5] = "NoSuchKey"
+	if err := c.TermSendKeys(ctx, "ok", nil, keys[:100000]); err == nil || !strings.Contains(err.Error(), "NoSuchKey") {
+		t.Errorf("100,000 keys, one unknown: %v", err)
+	}
+	if err := c.TermSend(ctx, "ok", make([]byte, 3<<20)); err != nil {
+		t.Errorf("a send of 3 MiB: %v", err)
+	}
+	// A NUL in a name, a 1 MB pattern: through the client (an argument
+	// cannot carry either).
+	for _, name := range []string{"a\x00b", "a\x00/../../x", "../../x"} {
+		if _, err := c.TermOpen(ctx, name, client.TermOpenOptions{Command: []string{"true"}}); err == nil {
+			t.Errorf("term open %q succeeded", name)
+		}
+		if _, err := c.TermScreen(ctx, name, client.TermScreenOptions{}); err == nil {
+			t.Errorf("term screen %q succeeded", name)
+		}
+	}
+	start := time.Now()
+	if r, err := c.TermWait(ctx, "ok", client.TermWaitOptions{Text: strings.Repeat("(a|b)", 200000), Timeout: time.Second}); err == nil && r.Reason != "timeout" {
+		t.Errorf("a wait for a 1 MB pattern: %+v", r)
+	} else {
+		t.Logf("a wait for a 1 MB pattern: %v in %v", err, time.Since(start))
+	}
+	if _, errs, rc := e.run("term", "wait", "ok", "--text", "a{1001}", "--timeout", "1s"); rc == 0 || !strings.Contains(errs, "regexp") {
+		t.Errorf("a wait for a pattern too large: %d %q", rc, errs)
+	}
+	if s := e.ls()["ok"]; s.State != "up" {
+		t.Errorf("after the hostile calls: %+v", s)
+	}
+}
