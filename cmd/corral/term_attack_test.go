@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -237,5 +238,73 @@ func TestAttackHostileTermCalls(t *testing.T) {
 	}
 	if s := e.ls()["ok"]; s.State != "up" {
 		t.Errorf("after the hostile calls: %+v", s)
+	}
+}
+
+// TestAttackHostileModesAfterDetach: a program sets every mode it can on
+// the attached user's terminal (a tmux pane as that terminal): the
+// alternate screen, mouse tracking, cursor and keypad modes, insert
+// mode, no wrap, a hidden cursor, origin mode, a scroll region, the DEC
+// graphics character set in G0 and G1 with G1 shifted in. After a detach
+// the user's terminal must be back to its defaults, and text it prints
+// must read as text.
+func TestAttackHostileModesAfterDetach(t *testing.T) {
+	e := newDaemonEnv(t)
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed: apt-get install tmux")
+	}
+	dir := testproc.TempDir(t)
+	sock, conf := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf")
+	os.WriteFile(conf, []byte("set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g escape-time 0\n"), 0o600)
+	tmux := func(args ...string) string {
+		cmd := exec.Command("tmux", append([]string{"-S", sock, "-f", conf}, args...)...)
+		cmd.Env = append(testproc.Env(e.mark), "TMUX=", "LANG=C.UTF-8", "LC_ALL=C.UTF-8")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("tmux %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	modes := `\033[?1049h\033[?1000h\033[?1002h\033[?1003h\033[?1005h\033[?1006h\033[?1h\033=\033[4h\033[?7l\033[?25l\033[5;10r\033[?6h\033(0\033)0\016`
+	// Half the modes before the attach (the redraw replays them), half
+	// while attached (the live output carries them).
+	flag := filepath.Join(dir, "go")
+	half := strings.Index(modes, `\033[4h`)
+	prog := `printf '` + modes[:half] + `'; while [ ! -e ` + flag + ` ]; do sleep 0.05; done; printf '` + modes[half:] + `'; exec sleep 600`
+	e.must("term", "open", "hostile", "--", "sh", "-c", prog)
+	e.must("term", "wait", "hostile", "--idle", "500ms", "--timeout", "10s")
+	attach := fmt.Sprintf("CORRAL_STATE_DIR=%s %s attach hostile; echo \"rc=$? qrstuvwxyz\"; exec sleep 600", e.state, corralBin)
+	tmux("new-session", "-d", "-s", "s", "-x", "80", "-y", "24", "sh", "-c", attach)
+	t.Cleanup(func() { tmux("kill-server") })
+	flags := "#{alternate_on} #{mouse_any_flag} #{mouse_button_flag} #{mouse_standard_flag} #{mouse_sgr_flag} #{mouse_utf8_flag} " +
+		"#{keypad_cursor_flag} #{keypad_flag} #{insert_flag} #{wrap_flag} #{cursor_flag} #{origin_flag} #{scroll_region_upper} #{scroll_region_lower}"
+	defaults := "0 0 0 0 0 0 0 0 0 1 1 0 0 23"
+	time.Sleep(500 * time.Millisecond)
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if got = strings.TrimSpace(tmux("display", "-p", "-t", "s", flags)); strings.HasPrefix(got, "1 1") && strings.HasSuffix(got, "1 4 9") {
+			break
+		}
+	}
+	t.Logf("attached: %s", got)
+	if !strings.HasPrefix(got, "1 1") {
+		t.Fatalf("the program's modes never reached the outer terminal: %s", got)
+	}
+	tmux("send-keys", "-t", "s", `C-\`)
+	var screen string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if screen = tmux("capture-pane", "-p", "-t", "s"); strings.Contains(screen, "rc=") {
+			break
+		}
+	}
+	got = strings.TrimSpace(tmux("display", "-p", "-t", "s", flags))
+	if got != defaults {
+		t.Errorf("after the detach the outer terminal's modes are\n  %s, not\n  %s\n(%s)", got, defaults, flags)
+	}
+	if !strings.Contains(screen, "rc=0 qrstuvwxyz") {
+		t.Errorf("after the detach text does not read as text (a character set leaked?):\n%s", screen)
 	}
 }
