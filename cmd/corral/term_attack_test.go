@@ -308,3 +308,109 @@ func TestAttackHostileModesAfterDetach(t *testing.T) {
 		t.Errorf("after the detach text does not read as text (a character set leaked?):\n%s", screen)
 	}
 }
+
+// termProbe is a client of the daemon's wire protocol in Python, run as
+// another user: for each call given as JSON it prints the type of the
+// daemon's answer (R, E, or - when the connection closed).
+const termProbe = `
+import json, socket, struct, sys
+def frame(s, t, v):
+    b = json.dumps(v).encode()
+    s.sendall(t + struct.pack(">I", len(b)) + b)
+def read(s):
+    h = b""
+    while len(h) < 5:
+        c = s.recv(5 - len(h))
+        if not c:
+            return "-"
+        h += c
+    n = struct.unpack(">I", h[1:])[0]
+    while n > 0:
+        c = s.recv(min(n, 65536))
+        if not c:
+            break
+        n -= len(c)
+    return h[:1].decode()
+def probe(call):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect(sys.argv[1])
+    got = ""
+    try:
+        frame(s, b"H", {"protocol": "corral", "versions": [1, 2]})
+        got += read(s)
+        frame(s, b"C", json.loads(call))
+        got += read(s)
+        if got.endswith("R") and json.loads(call)["call"] == "term_attack":
+            s.sendall(b"i" + struct.pack(">I", 19) + b"typed-by-stranger\r\n")
+    except OSError:
+        got += "-"
+    s.close()
+    return got
+for call in sys.argv[2:]:
+    print(probe(call))
+`
+
+// TestAttackOtherUserTermCalls: another local user who can reach the
+// daemon's socket (the directories and the socket opened up for it, so
+// that only the daemon's peer check stands) can neither read, type into,
+// resize, wait on, attach to nor open a terminal session.
+func TestAttackOtherUserTermCalls(t *testing.T) {
+	u := testproc.NewUser(t)
+	if _, err := exec.LookPath("/usr/bin/python3"); err != nil {
+		t.Skip("no /usr/bin/python3 for the probe")
+	}
+	e := newDaemonEnv(t)
+	e.must("term", "open", "mine", "--", "sh", "-c", "echo ready; exec cat")
+	e.must("term", "wait", "mine", "--text", "ready", "--timeout", "10s")
+	sock := filepath.Join(e.state, "corral.sock")
+	for _, d := range []string{filepath.Dir(e.state), e.state} {
+		os.Chmod(d, 0o711)
+	}
+	os.Chmod(sock, 0o666)
+	defer os.Chmod(e.state, 0o700)
+	calls := []string{
+		`{"call":"status"}`,
+		`{"call":"term_screen","term":{"name":"mine"}}`,
+		`{"call":"term_send","term":{"name":"mine","data":"dHlwZWQtYnktc3RyYW5nZXIK"}}`,
+		`{"call":"term_resize","term":{"name":"mine","cols":20,"rows":5}}`,
+		`{"call":"term_wait","term":{"name":"mine","text":"ready","timeout_ms":1000}}`,
+		`{"call":"term_open","term":{"name":"theirs","command":["true"]}}`,
+		`{"call":"term_attach","term":{"name":"mine","cols":20,"rows":5}}`,
+	}
+	// Ourselves first, as the control: the probe works.
+	run := func(cred bool) []string {
+		c := exec.Command("/usr/bin/python3", append([]string{"-c", termProbe, sock}, calls[:1]...)...)
+		if cred {
+			c = exec.Command("/usr/bin/python3", append([]string{"-c", termProbe, sock}, calls...)...)
+			c.SysProcAttr = u.Credential()
+		}
+		c.Env = testproc.Env(e.mark)
+		c.Dir = "/"
+		out, errs, rc := runCaptured(c)
+		if rc != 0 {
+			t.Fatalf("probe (as another user %v): %d %s", cred, rc, errs)
+		}
+		return strings.Fields(out)
+	}
+	if got := run(false); len(got) != 1 || got[0] != "WR" {
+		t.Fatalf("the probe as ourselves: %v", got)
+	}
+	got := run(true)
+	for i, call := range calls {
+		if i >= len(got) || strings.Contains(got[i], "R") {
+			t.Errorf("as another user, %s: %v", call, got)
+		}
+	}
+	t.Logf("as another user: %v", got)
+	os.Chmod(e.state, 0o700)
+	if out := e.must("term", "screen", "mine"); strings.Contains(out, "stranger") {
+		t.Errorf("another user's input reached the program:\n%s", out)
+	}
+	if got := e.screenSize("mine"); got != "80x24" {
+		t.Errorf("another user resized the session to %s", got)
+	}
+	if _, ok := e.ls()["theirs"]; ok {
+		t.Error("another user opened a session")
+	}
+}
