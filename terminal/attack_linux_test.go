@@ -25,6 +25,7 @@ import (
 
 	"github.com/corral-dev/corral/internal/holder"
 	"github.com/corral-dev/corral/internal/testproc"
+	"golang.org/x/sys/unix"
 )
 
 // rawCall sends req as the first frame on a fresh connection to tm's
@@ -443,4 +444,34 @@ func TestAttackDetachFromAProgramThatDoesNotRead(t *testing.T) {
 		t.Fatal("no reset within 10 s of the detach")
 	}
 	alive(t, tm, 80, 24)
+}
+
+// TestAttackHolderOutOfDescriptors: a client that opens connections until
+// the holder runs out of descriptors must not make it stop serving for
+// good: once they are closed, the holder answers again.
+func TestAttackHolderOutOfDescriptors(t *testing.T) {
+	mark := testproc.Guard(t, 2*time.Minute)
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"/bin/sh"}})
+	lim := unix.Rlimit{Cur: 64, Max: 64}
+	if err := unix.Prlimit(tm.HolderPid(), unix.RLIMIT_NOFILE, &lim, nil); err != nil {
+		t.Skipf("cannot lower the holder's descriptor limit: %v", err)
+	}
+	var conns []net.Conn
+	for i := 0; i < 100; i++ {
+		c, err := net.DialTimeout("unix", filepath.Join(tm.Dir(), holder.SocketName), time.Second)
+		if err != nil {
+			break
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(500 * time.Millisecond) // the holder meets its limit
+	for _, c := range conns {
+		c.Close()
+	}
+	time.Sleep(500 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := tm.Screen(ctx, ScreenOptions{}); err != nil {
+		t.Fatalf("after %d connections were opened and closed, the holder no longer serves: %v", len(conns), err)
+	}
 }

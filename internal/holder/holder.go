@@ -385,11 +385,25 @@ func (h *holder) awaitTree(readDone <-chan struct{}) {
 }
 
 func (h *holder) accept() {
+	var delay time.Duration
 	for {
 		conn, err := h.lis.Accept()
 		if err != nil {
-			return
+			// Out of descriptors (a client that opens connections
+			// without end) passes: wait and accept again, as net/http
+			// does. Only the listener's close ends the loop.
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(delay):
+				continue
+			case <-h.quit:
+				return
+			}
 		}
+		delay = 0
 		h.mu.Lock()
 		h.conns[conn] = struct{}{}
 		h.mu.Unlock()
