@@ -475,3 +475,32 @@ func TestAttackHolderOutOfDescriptors(t *testing.T) {
 		t.Fatalf("after %d connections were opened and closed, the holder no longer serves: %v", len(conns), err)
 	}
 }
+
+// TestAttackCostlyWaitPattern: a wait whose pattern costs much to match
+// (a huge alternation, matched again at every change of a busy screen)
+// must not hold up the others' calls on the session.
+func TestAttackCostlyWaitPattern(t *testing.T) {
+	mark := testproc.Guard(t, 2*time.Minute)
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo line $i abababababababababababababababababababababababababababababababab; sleep 0.01; done"}})
+	pat := strings.Repeat("(?:(?:a|b)?){1000}", 20) + "never" // about 1 s a match on 80x24
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tm.Wait(ctx10(t), WaitOptions{Text: pat, Timeout: 6 * time.Second})
+	}()
+	time.Sleep(time.Second)
+	var worst time.Duration
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		if _, err := tm.Screen(ctx10(t), ScreenOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		worst = max(worst, time.Since(start))
+		time.Sleep(200 * time.Millisecond)
+	}
+	<-done
+	t.Logf("the slowest screen beside a costly wait took %v", worst)
+	if worst > 500*time.Millisecond {
+		t.Errorf("a wait with a costly pattern held a screen up for %v", worst)
+	}
+}

@@ -548,27 +548,27 @@ func (h *holder) wait(gone <-chan struct{}, spec WaitSpec) Answer {
 	for {
 		h.mu.Lock()
 		st := h.status
-		var match string
+		var text string
 		if re != nil {
 			h.catchUpLocked(nil)
-			text := h.vt.Text()
+			text = h.vt.Text()
+		}
+		quiet := time.Since(h.lastOutput)
+		ch := h.changed
+		h.mu.Unlock()
+		// The pattern is matched outside mu: one that costs much (a
+		// caller's choice) slows this wait, not the session.
+		if re != nil {
 			if loc := re.FindStringIndex(text); loc != nil {
-				match = text[loc[0]:loc[1]]
-				h.mu.Unlock()
-				return Answer{Reason: "text", Match: match, Status: &st}
+				return Answer{Reason: "text", Match: text[loc[0]:loc[1]], Status: &st}
 			}
 		}
 		if spec.Exit && st.Exited {
-			h.mu.Unlock()
 			return Answer{Reason: "exit", Status: &st}
 		}
-		quiet := time.Since(h.lastOutput)
 		if spec.Idle > 0 && quiet >= spec.Idle {
-			h.mu.Unlock()
 			return Answer{Reason: "idle", Status: &st}
 		}
-		ch := h.changed
-		h.mu.Unlock()
 		// One idle timer per pass, stopped before the next: a deferred
 		// stop would keep one per screen change until the wait ends.
 		var idle <-chan time.Time
