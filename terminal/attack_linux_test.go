@@ -504,3 +504,18 @@ func TestAttackCostlyWaitPattern(t *testing.T) {
 		t.Errorf("a wait with a costly pattern held a screen up for %v", worst)
 	}
 }
+
+// TestAttackWholeScrollback: a screen with all of a full scrollback (more
+// than one frame's payload) comes back whole.
+func TestAttackWholeScrollback(t *testing.T) {
+	mark := testproc.Guard(t, 2*time.Minute)
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "seq 1 400000; echo end-of-seq; exec sleep 600"}})
+	waitText(t, tm, "^end-of-seq$")
+	s, err := tm.Screen(ctx10(t), ScreenOptions{Scrollback: -1})
+	if err != nil {
+		t.Fatalf("the whole scrollback: %v", err)
+	}
+	if n := len(s.Scrollback); n < 100000 || s.Scrollback[n-1] != "399978" {
+		t.Errorf("%d scrollback rows, the last %q", n, s.Scrollback[n-1])
+	}
+}

@@ -314,7 +314,7 @@ func (t *Term) call(ctx context.Context, req holder.Request) (*holder.Answer, er
 }
 
 func readAnswer(r *bufio.Reader) (*holder.Answer, error) {
-	typ, p, err := holder.ReadFrame(r, nil)
+	typ, p, err := holder.ReadJSON(r)
 	if err != nil {
 		return nil, fmt.Errorf("%w: no answer: %w", ErrGone, err)
 	}
