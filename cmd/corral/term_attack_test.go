@@ -414,3 +414,28 @@ func TestAttackOtherUserTermCalls(t *testing.T) {
 		t.Error("another user opened a session")
 	}
 }
+
+// TestAttackWholeScrollbackThroughTheDaemon: term screen --scrollback -1
+// on a full scrollback either prints it or says why not, clearly.
+func TestAttackWholeScrollbackThroughTheDaemon(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "big", "--", "sh", "-c", "seq 1 400000; echo end-of-seq; exec sleep 600")
+	e.must("term", "wait", "big", "--text", "^end-of-seq$", "--timeout", "20s")
+	out, errs, rc := e.run("term", "screen", "big", "--scrollback", "-1")
+	t.Logf("term screen --scrollback -1: %d, %d bytes, %q", rc, len(out), errs)
+	if rc != 0 {
+		t.Errorf("term screen --scrollback -1: %d %s", rc, errs)
+	}
+	if !strings.Contains(out, "\n399978\n") {
+		t.Errorf("the scrollback's newest rows are missing")
+	}
+	// Long rows of many colours: the scrollback's budget in bytes of
+	// content is many more in JSON with their SGR sequences.
+	e.must("term", "open", "colour", "--", "sh", "-c", `i=0; while [ $i -lt 20000 ]; do i=$((i+1)); printf '\033[3%dm%s\033[0m\033[4%dmx\033[0m' $((i%8)) abcdefghijklmnopqrstuvwxyz $((i%7)); done; echo; echo end-of-colour; exec sleep 600`)
+	e.must("term", "wait", "colour", "--text", "^end-of-colour$", "--timeout", "60s")
+	out, errs, rc = e.run("term", "screen", "colour", "--scrollback", "-1", "--ansi")
+	t.Logf("term screen --scrollback -1 --ansi: %d, %d bytes, %q", rc, len(out), errs)
+	if rc != 0 && !strings.Contains(errs, "scrollback") {
+		t.Errorf("term screen --scrollback -1 --ansi failed without saying why: %d %s", rc, errs)
+	}
+}
