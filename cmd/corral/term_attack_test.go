@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -437,5 +438,63 @@ func TestAttackWholeScrollbackThroughTheDaemon(t *testing.T) {
 	t.Logf("term screen --scrollback -1 --ansi: %d, %d bytes, %q", rc, len(out), errs)
 	if rc != 0 && !strings.Contains(errs, "scrollback") {
 		t.Errorf("term screen --scrollback -1 --ansi failed without saying why: %d %s", rc, errs)
+	}
+}
+
+// TestAttackResizeFloodThroughTheDaemon: an attached client that sends
+// thousands of resizes, each to a new size, slows no one else's call
+// much, and the session ends at the size it asked for last.
+func TestAttackResizeFloodThroughTheDaemon(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "flood", "--", "sh", "-c", "echo ready; exec sleep 600")
+	e.must("term", "open", "other", "--", "sh", "-c", "echo other; exec sleep 600")
+	c, err := client.Dial(context.Background(), e.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a, err := c.TermAttach(ctx, "flood", client.TermAttachOptions{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	go io.Copy(io.Discard, a)
+	stop := make(chan struct{})
+	sent := make(chan int, 1)
+	go func() {
+		i := 0
+		for ; ; i++ {
+			select {
+			case <-stop:
+				sent <- i
+				return
+			default:
+			}
+			if a.Resize(40+i%100, 10+i%50) != nil {
+				sent <- i
+				return
+			}
+		}
+	}()
+	var worst time.Duration
+	for i := 0; i < 10; i++ {
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		e.must("term", "screen", "other")
+		worst = max(worst, time.Since(start))
+	}
+	close(stop)
+	n := <-sent
+	a.Resize(100, 30)
+	t.Logf("%d resizes sent; the slowest screen of another session meanwhile took %v", n, worst)
+	if worst > 3*time.Second {
+		t.Errorf("a resize flood held another session's screen up for %v", worst)
+	}
+	for deadline := time.Now().Add(20 * time.Second); e.screenSize("flood") != "100x30"; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the flood the size is %s, not the last asked for", e.screenSize("flood"))
+		}
 	}
 }
