@@ -498,3 +498,44 @@ func TestAttackResizeFloodThroughTheDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackSwappedDirectoryAtTakeOver: with the daemon down, a session's
+// directory is replaced by a link to another session's. The next daemon
+// takes neither the link nor the other holder for this session, kills
+// nothing, and the session is broken until it is killed.
+func TestAttackSwappedDirectoryAtTakeOver(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.must("term", "open", "a", "--", "sleep", "600")
+	e.must("term", "open", "b", "--", "sleep", "600")
+	ha, pa := e.termPids("a")
+	hb, _ := e.termPids("b")
+	e.killDaemon()
+	dir := filepath.Join(e.state, "sessions", "a")
+	aside := filepath.Join(e.state, "sessions", "a-real")
+	if err := os.Rename(dir, aside); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(e.state, "sessions", "b"), dir); err != nil {
+		t.Fatal(err)
+	}
+	l := e.ls()
+	if !testproc.Alive(ha) || !testproc.Alive(pa) || !testproc.Alive(hb) {
+		log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+		t.Fatalf("after a's directory was swapped for a link, the next daemon killed a proven holder or program (a %v/%v, b %v): %+v\n%s",
+			testproc.Alive(ha), testproc.Alive(pa), testproc.Alive(hb), l, log)
+	}
+	if l["a"].State != "broken" || l["b"].State != "up" {
+		t.Errorf("after the swap: a %+v, b %+v", l["a"], l["b"])
+	}
+	if fi, err := os.Lstat(dir); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was changed: %v %v", fi, err)
+	}
+	os.Remove(dir)
+	if err := os.Rename(aside, dir); err != nil {
+		t.Fatal(err)
+	}
+	e.must("kill", "a")
+	if !waitGone(ha, 10*time.Second) || !waitGone(pa, 10*time.Second) {
+		t.Error("kill left a's tree")
+	}
+}
