@@ -519,3 +519,34 @@ func TestAttackWholeScrollback(t *testing.T) {
 		t.Errorf("%d scrollback rows, the last %q", n, s.Scrollback[n-1])
 	}
 }
+
+// TestAttackAnswerNeverRead: a client that asks for a big answer (a
+// screen with its whole scrollback) and never reads it does not keep the
+// holder's goroutine and the answer for ever: after the answer bound the
+// holder lets the connection go.
+func TestAttackAnswerNeverRead(t *testing.T) {
+	mark := testproc.Guard(t, 2*time.Minute)
+	tm := openTest(t, mark, Config{Path: "/bin/sh", Args: []string{"/bin/sh", "-c", "seq 1 400000; echo end-of-seq; exec sleep 600"}})
+	waitText(t, tm, "^end-of-seq$")
+	conn, err := net.Dial("unix", filepath.Join(tm.Dir(), holder.SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.UnixConn).SetReadBuffer(4096)
+	if err := holder.WriteJSON(conn, holder.FrameRequest, holder.Request{Op: "screen", Scrollback: -1}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(answerBound + 2*time.Second)
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, _, err = holder.ReadJSON(bufio.NewReader(conn))
+	if err == nil {
+		t.Fatalf("the holder waited %v and more for a client to read its answer", answerBound)
+	}
+	t.Logf("read after %v: %v", answerBound+2*time.Second, err)
+	alive(t, tm, 80, 24)
+}
+
+// answerBound is the holder's (internal/holder) bound on writing an
+// answer.
+const answerBound = 10 * time.Second

@@ -65,6 +65,10 @@ const ClientQueueBytes = 1 << 20
 // maxSpec bounds the spec read from standard input.
 const maxSpec = 1 << 20
 
+// answerBound bounds the writing of an answer to a client that does not
+// read it.
+const answerBound = 10 * time.Second
+
 // exitDrain bounds the reading of the PTY after the program's tree has
 // settled (a process that escaped it could hold the terminal open).
 const exitDrain = 2 * time.Second
@@ -436,6 +440,13 @@ func (h *holder) handle(conn net.Conn) {
 		WriteJSON(conn, FrameAnswer, Answer{Error: fmt.Sprintf("bad request: %v", err)})
 		return
 	}
+	// An answer that its client does not read within answerBound is
+	// given up: the connection is closed, and with it goes what the
+	// answer held (a whole scrollback).
+	answer := func(a Answer) {
+		conn.SetWriteDeadline(time.Now().Add(answerBound))
+		WriteJSON(conn, FrameAnswer, a)
+	}
 	switch req.Op {
 	case "attach":
 		h.attach(conn, r, &req)
@@ -449,17 +460,17 @@ func (h *holder) handle(conn net.Conn) {
 		if err := h.send(gone, req.Data); err != nil {
 			a.Error = err.Error()
 		}
-		WriteJSON(conn, FrameAnswer, a)
+		answer(a)
 		conn.Close()
 		<-gone
 	case "screen":
-		WriteJSON(conn, FrameAnswer, Answer{Screen: h.screen(&req)})
+		answer(Answer{Screen: h.screen(&req)})
 	case "wait":
 		// A client that goes away ends its wait: the goroutine that
 		// notices ends when the connection closes, here.
 		gone := make(chan struct{})
 		go func() { r.ReadByte(); close(gone) }()
-		WriteJSON(conn, FrameAnswer, h.wait(gone, req.Wait))
+		answer(h.wait(gone, req.Wait))
 		conn.Close()
 		<-gone
 	case "resize":
@@ -467,18 +478,18 @@ func (h *holder) handle(conn net.Conn) {
 		if err := h.resize(req.Size); err != nil {
 			a.Error = err.Error()
 		}
-		WriteJSON(conn, FrameAnswer, a)
+		answer(a)
 	case "status":
 		st := h.snapshot()
-		WriteJSON(conn, FrameAnswer, Answer{Status: &st})
+		answer(Answer{Status: &st})
 	case "close":
 		h.tree.Stop(h.spec.Grace)
 		<-h.exited
 		st := h.snapshot()
-		WriteJSON(conn, FrameAnswer, Answer{Status: &st})
+		answer(Answer{Status: &st})
 		h.quitOnce.Do(func() { close(h.quit) })
 	default:
-		WriteJSON(conn, FrameAnswer, Answer{Error: fmt.Sprintf("unknown request %q (attach, send, screen, wait, resize, status, close)", req.Op)})
+		answer(Answer{Error: fmt.Sprintf("unknown request %q (attach, send, screen, wait, resize, status, close)", req.Op)})
 	}
 }
 
