@@ -171,10 +171,30 @@ func (c *Client) TermSend(ctx context.Context, name string, data []byte) error {
 // (Enter, C-c, Up, F1, M-x...: see terminal.Keys), which the daemon sends
 // as the program's cursor-key mode asks (application cursor keys send
 // ESC O A for Up).
+//
+// Text larger than one call carries (the wire bounds a call; base64 grows
+// bytes by a third) is sent in several calls, in order, the keys with the
+// last; another client's input may come between two of them.
 func (c *Client) TermSendKeys(ctx context.Context, name string, text []byte, keys []string) error {
-	var r struct{}
-	return c.call(ctx, wire.Call{Call: wire.CallTermSend, Term: &wire.Term{Name: name, Data: text, Keys: keys}}, &r)
+	for {
+		n := min(len(text), maxTermSendChunk)
+		var k []string
+		if n == len(text) {
+			k = keys
+		}
+		var r struct{}
+		if err := c.call(ctx, wire.Call{Call: wire.CallTermSend, Term: &wire.Term{Name: name, Data: text[:n], Keys: k}}, &r); err != nil {
+			return err
+		}
+		if text = text[n:]; len(text) == 0 {
+			return nil
+		}
+	}
 }
+
+// maxTermSendChunk is the most text one term_send call carries: its
+// base64 stays well inside wire.MaxControl.
+const maxTermSendChunk = wire.MaxControl / 2
 
 // TermScreen returns the session's current screen.
 func (c *Client) TermScreen(ctx context.Context, name string, o TermScreenOptions) (*TermScreen, error) {

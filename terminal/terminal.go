@@ -31,6 +31,7 @@ import (
 	"github.com/corral-dev/corral/internal/holder"
 	"github.com/corral-dev/corral/internal/statedir"
 	"github.com/corral-dev/corral/internal/term"
+	"github.com/corral-dev/corral/internal/unixsock"
 )
 
 // Types of the holder's protocol, as the library's callers see them.
@@ -266,11 +267,21 @@ func (t *Term) Dir() string { return t.dir }
 func (t *Term) HolderPid() int { return t.pid }
 
 // dial opens a connection and sends req.
+// The socket must be a socket, not a link to someone else's (connect
+// follows links), and the process serving it must be of this user.
 func (t *Term) dial(ctx context.Context, req holder.Request) (net.Conn, *bufio.Reader, error) {
+	if fi, err := os.Lstat(t.sock); err == nil && fi.Mode().Type() != os.ModeSocket {
+		return nil, nil, fmt.Errorf("terminal session %s: %w: %s is a %v, not the holder's socket (something replaced it: corral kill the session, or remove it by hand)",
+			t.dir, ErrHolder, t.sock, fi.Mode().Type())
+	}
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", t.sock)
 	if err != nil {
 		return nil, nil, fmt.Errorf("terminal session %s: %w: %w", t.dir, ErrGone, err)
+	}
+	if uid, err := unixsock.PeerUID(conn); err == nil && uid != os.Geteuid() {
+		conn.Close()
+		return nil, nil, fmt.Errorf("terminal session %s: %w: the process serving %s runs as uid %d, not as this user", t.dir, ErrHolder, t.sock, uid)
 	}
 	if err := holder.WriteJSON(conn, holder.FrameRequest, req); err != nil {
 		conn.Close()
@@ -303,7 +314,7 @@ func (t *Term) call(ctx context.Context, req holder.Request) (*holder.Answer, er
 }
 
 func readAnswer(r *bufio.Reader) (*holder.Answer, error) {
-	typ, p, err := holder.ReadFrame(r, nil)
+	typ, p, err := holder.ReadJSON(r)
 	if err != nil {
 		return nil, fmt.Errorf("%w: no answer: %w", ErrGone, err)
 	}
@@ -319,10 +330,25 @@ func readAnswer(r *bufio.Reader) (*holder.Answer, error) {
 
 // Send writes b to the program as typed input; it returns once the holder
 // has written it to the PTY.
+//
+// Input larger than one request can carry (a frame's payload bounds the
+// request, and JSON grows bytes by a third) is sent as several requests,
+// in order; another client's input may come between two of them.
 func (t *Term) Send(ctx context.Context, b []byte) error {
-	_, err := t.call(ctx, holder.Request{Op: "send", Data: b})
-	return err
+	for {
+		n := min(len(b), maxSendChunk)
+		if _, err := t.call(ctx, holder.Request{Op: "send", Data: b[:n]}); err != nil {
+			return err
+		}
+		if b = b[n:]; len(b) == 0 {
+			return nil
+		}
+	}
 }
+
+// maxSendChunk is the most input one send request carries: its base64
+// in JSON stays well inside holder.MaxFrame.
+const maxSendChunk = holder.MaxFrame / 2
 
 // ScreenOptions says what Screen returns besides the visible screen.
 type ScreenOptions struct {

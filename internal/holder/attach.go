@@ -3,7 +3,11 @@ package holder
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"net"
+	"os"
+	"sync"
+	"time"
 
 	"github.com/corral-dev/corral/internal/vt"
 )
@@ -44,6 +48,28 @@ func (h *holder) attach(conn net.Conn, r *bufio.Reader, req *Request) {
 		defer close(done)
 		h.clientWriter(conn, c)
 	}()
+	// The client's input goes to the program from a goroutine of its
+	// own, so that this reader goes on reading frames (a detach) while a
+	// program that reads nothing holds up its input.
+	in := &attachInput{stop: make(chan struct{})}
+	in.cond.L = &in.mu
+	inDone := make(chan struct{})
+	go func() {
+		defer close(inDone)
+		h.writeAttachInput(in)
+	}()
+	defer func() {
+		// What is queued still goes, for a moment: the program may be
+		// about to read it.
+		in.close()
+		select {
+		case <-inDone:
+		case <-time.After(attachInputLinger):
+			close(in.stop)
+			<-inDone
+		}
+	}()
+	dropped := false
 	buf := make([]byte, 32<<10)
 	for {
 		typ, p, err := ReadFrame(r, buf)
@@ -52,7 +78,10 @@ func (h *holder) attach(conn net.Conn, r *bufio.Reader, req *Request) {
 		}
 		switch typ {
 		case FrameInput:
-			h.send(append([]byte(nil), p...))
+			if !in.put(append([]byte(nil), p...)) && !dropped {
+				dropped = true // logged once per client
+				fmt.Fprintf(os.Stderr, "holder: dropped %d bytes of an attached client's input: the program has not read the %d before them\n", len(p), maxAttachInput)
+			}
 		case FrameResize:
 			var sz Size
 			if json.Unmarshal(p, &sz) == nil {
@@ -130,4 +159,73 @@ func writeChunks(conn net.Conn, q [][]byte) error {
 	}
 	_, err := bufs.WriteTo(conn)
 	return err
+}
+
+// maxAttachInput bounds the input of one attached client that the
+// program has not read yet; past it, input is dropped (and logged).
+const maxAttachInput = 4 << 20
+
+// attachInputLinger is how long input still queued when a client goes
+// may wait for the program.
+const attachInputLinger = 2 * time.Second
+
+// attachInput is one attached client's input on its way to the program.
+type attachInput struct {
+	stop chan struct{} // closed: what is queued is dropped
+	// mu guards the fields that follow.
+	mu     sync.Mutex
+	cond   sync.Cond
+	q      [][]byte
+	qBytes int
+	closed bool
+}
+
+// put queues b, or reports that it would pass the bound (once the
+// writer has ended, b is dropped: the program is gone).
+func (in *attachInput) put(b []byte) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return true
+	}
+	if in.qBytes+len(b) > maxAttachInput {
+		return false
+	}
+	in.q = append(in.q, b)
+	in.qBytes += len(b)
+	in.cond.Signal()
+	return true
+}
+
+func (in *attachInput) close() {
+	in.mu.Lock()
+	in.closed = true
+	in.cond.Signal()
+	in.mu.Unlock()
+}
+
+// writeAttachInput sends in's input to the program, in order, until in
+// is closed and empty or stopped.
+func (h *holder) writeAttachInput(in *attachInput) {
+	for {
+		in.mu.Lock()
+		for len(in.q) == 0 && !in.closed {
+			in.cond.Wait()
+		}
+		if len(in.q) == 0 {
+			in.mu.Unlock()
+			return
+		}
+		b := in.q[0]
+		in.q = in.q[1:]
+		in.mu.Unlock()
+		err := h.send(in.stop, b)
+		in.mu.Lock()
+		in.qBytes -= len(b)
+		in.mu.Unlock()
+		if err != nil {
+			in.close()
+			return
+		}
+	}
 }

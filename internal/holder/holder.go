@@ -39,6 +39,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -63,6 +64,10 @@ const ClientQueueBytes = 1 << 20
 
 // maxSpec bounds the spec read from standard input.
 const maxSpec = 1 << 20
+
+// answerBound bounds the writing of an answer to a client that does not
+// read it.
+const answerBound = 10 * time.Second
 
 // exitDrain bounds the reading of the PTY after the program's tree has
 // settled (a process that escaped it could hold the terminal open).
@@ -331,8 +336,9 @@ func (h *holder) writeInput() {
 	}
 }
 
-// send writes b to the program, in order with other input.
-func (h *holder) send(b []byte) error {
+// send writes b to the program, in order with other input; gone closed
+// gives up (b is then dropped if the writer had not taken it).
+func (h *holder) send(gone <-chan struct{}, b []byte) error {
 	r := inputReq{b: b, done: make(chan error, 1)}
 	select {
 	case h.input <- r:
@@ -340,12 +346,16 @@ func (h *holder) send(b []byte) error {
 		return errors.New("the program has exited")
 	case <-h.quit:
 		return errors.New("the session is closing")
+	case <-gone:
+		return errors.New("the client went away")
 	}
 	select {
 	case err := <-r.done:
 		return err
 	case <-h.quit:
 		return errors.New("the session is closing")
+	case <-gone:
+		return errors.New("the client went away")
 	}
 }
 
@@ -379,11 +389,25 @@ func (h *holder) awaitTree(readDone <-chan struct{}) {
 }
 
 func (h *holder) accept() {
+	var delay time.Duration
 	for {
 		conn, err := h.lis.Accept()
 		if err != nil {
-			return
+			// Out of descriptors (a client that opens connections
+			// without end) passes: wait and accept again, as net/http
+			// does. Only the listener's close ends the loop.
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(delay):
+				continue
+			case <-h.quit:
+				return
+			}
 		}
+		delay = 0
 		h.mu.Lock()
 		h.conns[conn] = struct{}{}
 		h.mu.Unlock()
@@ -416,23 +440,37 @@ func (h *holder) handle(conn net.Conn) {
 		WriteJSON(conn, FrameAnswer, Answer{Error: fmt.Sprintf("bad request: %v", err)})
 		return
 	}
+	// An answer that its client does not read within answerBound is
+	// given up: the connection is closed, and with it goes what the
+	// answer held (a whole scrollback).
+	answer := func(a Answer) {
+		conn.SetWriteDeadline(time.Now().Add(answerBound))
+		WriteJSON(conn, FrameAnswer, a)
+	}
 	switch req.Op {
 	case "attach":
 		h.attach(conn, r, &req)
 	case "send":
+		// A client that goes away gives up its input if the program has
+		// not taken it yet (a program that reads nothing would otherwise
+		// keep every abandoned send, data and goroutine).
+		gone := make(chan struct{})
+		go func() { r.ReadByte(); close(gone) }()
 		a := Answer{}
-		if err := h.send(req.Data); err != nil {
+		if err := h.send(gone, req.Data); err != nil {
 			a.Error = err.Error()
 		}
-		WriteJSON(conn, FrameAnswer, a)
+		answer(a)
+		conn.Close()
+		<-gone
 	case "screen":
-		WriteJSON(conn, FrameAnswer, Answer{Screen: h.screen(&req)})
+		answer(Answer{Screen: h.screen(&req)})
 	case "wait":
 		// A client that goes away ends its wait: the goroutine that
 		// notices ends when the connection closes, here.
 		gone := make(chan struct{})
 		go func() { r.ReadByte(); close(gone) }()
-		WriteJSON(conn, FrameAnswer, h.wait(gone, req.Wait))
+		answer(h.wait(gone, req.Wait))
 		conn.Close()
 		<-gone
 	case "resize":
@@ -440,18 +478,18 @@ func (h *holder) handle(conn net.Conn) {
 		if err := h.resize(req.Size); err != nil {
 			a.Error = err.Error()
 		}
-		WriteJSON(conn, FrameAnswer, a)
+		answer(a)
 	case "status":
 		st := h.snapshot()
-		WriteJSON(conn, FrameAnswer, Answer{Status: &st})
+		answer(Answer{Status: &st})
 	case "close":
 		h.tree.Stop(h.spec.Grace)
 		<-h.exited
 		st := h.snapshot()
-		WriteJSON(conn, FrameAnswer, Answer{Status: &st})
+		answer(Answer{Status: &st})
 		h.quitOnce.Do(func() { close(h.quit) })
 	default:
-		WriteJSON(conn, FrameAnswer, Answer{Error: fmt.Sprintf("unknown request %q (attach, send, screen, wait, resize, status, close)", req.Op)})
+		answer(Answer{Error: fmt.Sprintf("unknown request %q (attach, send, screen, wait, resize, status, close)", req.Op)})
 	}
 }
 
@@ -466,7 +504,9 @@ func (h *holder) screen(req *Request) *Screen {
 	defer h.mu.Unlock()
 	h.catchUpLocked(nil)
 	modes := h.vt.Modes()
-	s := &Screen{Status: h.status, Title: h.vt.Title(), AltScreen: modes.AltScreen, AppCursor: modes.CursorKeys}
+	// The title is the program's to choose: without its control
+	// characters (C1 as UTF-8, DEL), a caller may print it.
+	s := &Screen{Status: h.status, Title: strings.Map(dropControl, h.vt.Title()), AltScreen: modes.AltScreen, AppCursor: modes.CursorKeys}
 	s.Cols, s.Rows = h.vt.Size()
 	s.CursorX, s.CursorY, s.CursorVisible = h.vt.Cursor()
 	if req.ANSI {
@@ -519,45 +559,61 @@ func (h *holder) wait(gone <-chan struct{}, spec WaitSpec) Answer {
 	for {
 		h.mu.Lock()
 		st := h.status
-		var match string
+		var text string
 		if re != nil {
 			h.catchUpLocked(nil)
-			text := h.vt.Text()
+			text = h.vt.Text()
+		}
+		quiet := time.Since(h.lastOutput)
+		ch := h.changed
+		h.mu.Unlock()
+		// The pattern is matched outside mu: one that costs much (a
+		// caller's choice) slows this wait, not the session.
+		if re != nil {
 			if loc := re.FindStringIndex(text); loc != nil {
-				match = text[loc[0]:loc[1]]
-				h.mu.Unlock()
-				return Answer{Reason: "text", Match: match, Status: &st}
+				return Answer{Reason: "text", Match: text[loc[0]:loc[1]], Status: &st}
 			}
 		}
 		if spec.Exit && st.Exited {
-			h.mu.Unlock()
 			return Answer{Reason: "exit", Status: &st}
 		}
-		quiet := time.Since(h.lastOutput)
 		if spec.Idle > 0 && quiet >= spec.Idle {
-			h.mu.Unlock()
 			return Answer{Reason: "idle", Status: &st}
 		}
-		ch := h.changed
-		h.mu.Unlock()
+		// One idle timer per pass, stopped before the next: a deferred
+		// stop would keep one per screen change until the wait ends.
 		var idle <-chan time.Time
+		var itm *time.Timer
 		if spec.Idle > 0 {
-			tm := time.NewTimer(spec.Idle - quiet)
-			idle = tm.C
-			defer tm.Stop()
+			itm = time.NewTimer(spec.Idle - quiet)
+			idle = itm.C
 		}
+		var a *Answer
 		select {
 		case <-ch:
 		case <-idle:
 		case <-timeout:
 			st := h.snapshot()
-			return Answer{Reason: "timeout", Status: &st}
+			a = &Answer{Reason: "timeout", Status: &st}
 		case <-gone:
-			return Answer{}
+			a = &Answer{}
 		case <-h.quit:
-			return Answer{Error: "the session is closing"}
+			a = &Answer{Error: "the session is closing"}
+		}
+		if itm != nil {
+			itm.Stop()
+		}
+		if a != nil {
+			return *a
 		}
 	}
+}
+
+func dropControl(r rune) rune {
+	if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		return -1
+	}
+	return r
 }
 
 // writeJSONFile writes v to path durably: a temporary file, fsynced and

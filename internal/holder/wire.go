@@ -50,13 +50,49 @@ func WriteFrame(w io.Writer, typ byte, p []byte) error {
 	}
 }
 
-// WriteJSON writes v as one frame.
+// WriteJSON writes v as one frame, or, past MaxFrame (a screen with a
+// long scrollback), as several of the same type: each but the last is
+// full, and a value whose length is a multiple of MaxFrame ends with an
+// empty frame. ReadJSON reads it back.
 func WriteJSON(w io.Writer, typ byte, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return WriteFrame(w, typ, b)
+	if err := WriteFrame(w, typ, b); err != nil {
+		return err
+	}
+	if len(b) > 0 && len(b)%MaxFrame == 0 {
+		return WriteFrame(w, typ, nil)
+	}
+	return nil
+}
+
+// MaxJSON bounds a value ReadJSON reads.
+const MaxJSON = 64 << 20
+
+// ReadJSON reads a value WriteJSON wrote: its frame type and its bytes.
+func ReadJSON(r *bufio.Reader) (byte, []byte, error) {
+	typ, p, err := ReadFrame(r, nil)
+	if err != nil || len(p) < MaxFrame {
+		return typ, p, err
+	}
+	b := p
+	for {
+		t, p, err := ReadFrame(r, nil)
+		if err != nil {
+			return 0, nil, err
+		}
+		if t != typ {
+			return 0, nil, fmt.Errorf("a %q frame inside a %q value", t, typ)
+		}
+		if b = append(b, p...); len(b) > MaxJSON {
+			return 0, nil, fmt.Errorf("a %q value of more than %d bytes", typ, MaxJSON)
+		}
+		if len(p) < MaxFrame {
+			return typ, b, nil
+		}
+	}
 }
 
 // ReadFrame reads one frame; the payload is valid until the next call
