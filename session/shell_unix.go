@@ -1037,8 +1037,14 @@ var errShellGone = errors.New("the session's shell was gone before the command w
 const (
 	idleFirst = 100 * time.Millisecond
 	idleEvery = 500 * time.Millisecond
-	// idleAnswer bounds the wait for an answer already in the pipes.
-	idleAnswer = 250 * time.Millisecond
+	// idleAnswer bounds the wait for an answer already in the pipes: the
+	// shell has written its markers and reads on, and the session's
+	// readers have yet to take them. It was 250 ms, and a loaded daemon
+	// (200 concurrent execs under the race detector, in CI) took longer
+	// than that to parse markers already written: healthy commands were
+	// ended with -1 as if the shell had stopped answering. A shell that
+	// truly stopped answering (set -n) is now said so after about 2 s.
+	idleAnswer = 2 * time.Second
 )
 
 // waitingForInput reports whether the shell is blocked reading its
