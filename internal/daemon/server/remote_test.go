@@ -314,8 +314,11 @@ func TestRemoteConcurrentExecs(t *testing.T) {
 	for i := range n {
 		go func() {
 			var out bytes.Buffer
-			_, err := c.Exec(ctx, fmt.Sprintf("s%d", i%sessions), fmt.Sprintf("echo begin-%d; sleep 0.01; echo end-%d", i, i),
+			r, err := c.Exec(ctx, fmt.Sprintf("s%d", i%sessions), fmt.Sprintf("echo begin-%d; sleep 0.01; echo end-%d", i, i),
 				client.ExecOptions{Stdout: &out, Env: []string{mark}})
+			if err != nil && r != nil && r.Error != "" {
+				err = fmt.Errorf("exec %d: %w (%s)", i, err, r.Error)
+			}
 			if want := fmt.Sprintf("begin-%d\nend-%d\n", i, i); err == nil && out.String() != want {
 				err = fmt.Errorf("exec %d: output %q, want %q", i, out.String(), want)
 			}
