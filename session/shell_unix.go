@@ -402,7 +402,7 @@ func (sh *shell) readStream(i int) {
 // In bash (a command with a session directory: not the startup command
 // nor a snapshot), the code is not on the line: it is written to a file
 // in the session's private directory (codeName, writeCode) and the line
-// says "\builtin source 'FILE'" in place of the eval, so that bash counts
+// says "\builtin . FILE" (source) in place of the eval, so that bash counts
 // the code's lines from 1 (eval counts on from the channel's line);
 // "\builtin set -v;" before it stands for the code's "set -v" line, and
 // the file starts with "set -x;" or a "set -xv" line (codeText). source
@@ -704,8 +704,10 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 		b.WriteString(p.fn + "s " + strconv.Itoa(status) + "||")
 	}
 	if src != "" {
-		b.WriteString("\\builtin source ")
-		b.WriteString(quote(src))
+		// "." and no quotes when none are needed: bash reads the line a
+		// byte per system call.
+		b.WriteString("\\builtin . ")
+		b.WriteString(quoteIfNeeded(src))
 	} else {
 		b.WriteString("\\eval ")
 	}
@@ -774,6 +776,21 @@ func (p protocol) call(trackEnv bool) string {
 		return p.fn + "e"
 	}
 	return p.fn
+}
+
+// quoteIfNeeded is s as one shell word: itself when it holds only
+// characters no shell treats specially, else quoted.
+func quoteIfNeeded(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/._-+,", c) >= 0) {
+			return quote(s)
+		}
+	}
+	if s == "" {
+		return "''"
+	}
+	return s
 }
 
 // quote makes s one single-quoted shell word.
