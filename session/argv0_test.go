@@ -11,8 +11,9 @@ import (
 // TestDollarZeroIsTheShell: $0 is the shell's name, as in bash -c CODE
 // (dash -c CODE), not the channel the shell reads its commands from
 // (/dev/fd/3), and so is the name dash's error messages start with. bash
-// starts them with its script's name (BASH_SOURCE), which stays
-// /dev/fd/3: this pins that difference (see the README).
+// starts them with the name of the file it sources the code from
+// (BASH_SOURCE, codeName in the session's directory) and the line: this
+// pins that difference (see the README).
 func TestDollarZeroIsTheShell(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
 		sh := shellName(s)
@@ -21,7 +22,7 @@ func TestDollarZeroIsTheShell(t *testing.T) {
 		}
 		want := sh + ": "
 		if sh == "bash" {
-			want = "/dev/fd/3: "
+			want = s.dir + "/" + codeName + ": line 1: "
 		}
 		_, errs, _, _ := run(t, s, "corral_no_such_command")
 		if !strings.HasPrefix(errs, want) {

@@ -179,7 +179,7 @@ func removeHeld(dir string) {
 }
 
 func removeHeldIn(d *os.File) {
-	for _, name := range []string{ctlName, outName, errName} {
+	for _, name := range []string{ctlName, outName, errName, codeName} {
 		unix.Unlinkat(int(d.Fd()), name, 0)
 	}
 	releaseStdinIn(d)
@@ -285,6 +285,7 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	}
 	releaseStdinIn(d)
 	sh := newShell(&s.cfg, tree, ends)
+	sh.debugTrap = true // what its earlier owner ran is not known
 	sh.adoptPipes()
 	if _, err := sh.ctl.Write([]byte(sh.proto.prelude(true))); err != nil {
 		sh.stop(-1)

@@ -84,6 +84,17 @@ type shell struct {
 	status   int
 	stdinSet bool
 	execFn   bool // the last command left a function named exec (bash)
+	// functrace: the last command left set -T on; debugTrap: a command
+	// may have set a DEBUG trap (see keepsDebug).
+	// flagsKnown: the shell has reported its flags (see exec).
+	functrace, debugTrap, flagsKnown bool
+	// code: our end of the file the shell sources each command from
+	// (writeCode), at codePath; codeClosed: the shell is stopped or let
+	// go.
+	codeMu     sync.Mutex
+	code       *os.File
+	codePath   string
+	codeClosed bool
 	// pipes: the last command's own stdout and stderr FIFOs;
 	// lastMerged: it had its stderr sent to its stdout FIFO by corral
 	// (fdKinds). streamIDs: the session's own output pipes.
@@ -388,6 +399,21 @@ func (sh *shell) readStream(i int) {
 // verbose on, the code's word starts with "set -v" (or "set -xv") and a
 // newline.
 //
+// In bash (a command with a session directory: not the startup command
+// nor a snapshot), the code is not on the line: it is written to a file
+// in the session's private directory (codeName, writeCode) and the line
+// says "\builtin . FILE" (source) in place of the eval, so that bash counts
+// the code's lines from 1 (eval counts on from the channel's line);
+// "\builtin set -v;" before it stands for the code's "set -v" line, and
+// the file starts with "set -x;" or a "set -xv" line (codeText). source
+// sets aside a DEBUG trap for the file it runs unless functrace is on:
+// once a command may have set one, the line turns functrace on before the
+// source and the file turns it off on its first line (keepsDebug). What
+// source changes besides: top-level return ends the command, FUNCNAME and
+// BASH_SOURCE name source and the file, caller at top level answers, a
+// RETURN trap fires as each command ends, and messages start with the
+// file's path.
+//
 // eval runs the code in the shell itself (so cd and export stick), and
 // nothing the code contains (a heredoc, a quote, a syntax error) can reach
 // past its single-quoted word; the backslash keeps an alias named eval out.
@@ -606,7 +632,7 @@ func (p protocol) commandLine(code, nonce, stdin string, trackEnv, held, xtrace,
 // commandLineV is commandLine, with verbose saying that the last command
 // left verbose on.
 func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool) string {
-	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false, false, "")
+	return p.commandLineS(code, nonce, stdin, trackEnv, held, xtrace, verbose, unsetEval, 0, false, false, false, "", "", false)
 }
 
 // commandLineS is commandLineV, with status the last command's exit
@@ -638,7 +664,11 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 //
 // outs is the redirection that gives the code its own stdout and stderr
 // (outRedirs), made by the same exec.
-func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool, outs string) string {
+//
+// src, when not "" (bash), is the file that holds the code as codeText
+// made it: the line sources it instead of evaluating the code (see
+// codeName); keepDebug turns functrace on for it (keepsDebug).
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool, outs, src string, keepDebug bool) string {
 	var b strings.Builder
 	b.Grow(len(code) + 56 + len(p.fn) + len(stdin) + len(outs))
 	if unsetEval {
@@ -662,14 +692,30 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 		b.WriteString(outs)
 		b.WriteString(";")
 	}
+	if src != "" && keepDebug {
+		b.WriteString("\\builtin set -T;")
+	}
+	if src != "" && verbose && !xtrace {
+		// Before the file is read, so that bash echoes each of its
+		// lines; before Fs, which sets $?.
+		b.WriteString("\\builtin set -v;")
+	}
 	if status > 0 && status < 256 {
 		b.WriteString(p.fn + "s " + strconv.Itoa(status) + "||")
 	}
-	b.WriteString("\\eval ")
+	if src != "" {
+		// "." and no quotes when none are needed: bash reads the line a
+		// byte per system call.
+		b.WriteString("\\builtin . ")
+		b.WriteString(quoteIfNeeded(src))
+	} else {
+		b.WriteString("\\eval ")
+	}
 	if p.kind == posixProto {
 		verbose = false // still on: the shell echoes this line (echoedLine)
 	}
 	switch {
+	case src != "":
 	case verbose && xtrace:
 		b.WriteString(quote("set -xv\n" + code))
 	case verbose:
@@ -732,9 +778,159 @@ func (p protocol) call(trackEnv bool) string {
 	return p.fn
 }
 
+// quoteIfNeeded is s as one shell word: itself when it holds only
+// characters no shell treats specially, else quoted.
+func quoteIfNeeded(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("/._-+,", c) >= 0) {
+			return quote(s)
+		}
+	}
+	if s == "" {
+		return "''"
+	}
+	return s
+}
+
 // quote makes s one single-quoted shell word.
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// codeName is the file, in the session's private directory, from which
+// a bash session's shell sources each command's code. bash counts a
+// sourced file's lines from 1, as bash -c counts its string's, where eval
+// counts on from the line of the channel it was read on; the file's path
+// is what bash's messages start with (PATH: line N:) and what BASH_SOURCE
+// holds. The file never holds the nonce, and its name is fixed.
+const codeName = "cmd"
+
+// codeText is what the code file holds for a command: the code, after
+// "set -x;" on its first line when the last command left xtrace on (run
+// while xtrace is still off, so untraced; the line numbers stay the
+// code's), or after a line of its own, "set -xv", when it left both on
+// (verbose is off while that line is read, so it is not echoed; the
+// code's lines then count from 2). Verbose alone is turned on by the
+// command's line, before the file is read (commandLineS).
+//
+// untrace: the command's line turned functrace on (set -T) so that source
+// keeps a DEBUG trap set by an earlier command (bash's source sets the
+// DEBUG trap aside for the file it reads unless functrace is on, and puts
+// it back after); the file turns it off again before the code, on the
+// same line.
+//
+// status, when not "", is the call that gives the code the last command's
+// exit status as $? (Fs N||, see commandLineS), after set +T, which would
+// clear it.
+func codeText(code string, xtrace, verbose, untrace bool, status string) string {
+	switch {
+	case xtrace && verbose && untrace:
+		return "\\builtin set +T -xv\n" + code
+	case xtrace && verbose:
+		return "\\builtin set -xv\n" + code
+	case xtrace && untrace:
+		return "\\builtin set +T -x;" + code
+	case xtrace:
+		return "\\builtin set -x;" + code
+	case untrace:
+		return "\\builtin set +T;" + status + code
+	}
+	return code
+}
+
+// keepsDebug says whether a command's line turns functrace on for its
+// file (codeText's untrace): when a DEBUG trap may be set (debug: a
+// command of this shell named DEBUG, see mayTrapDebug), functrace is off,
+// and not under verbose alone (the file's first line, where it would be
+// turned off, is echoed). It costs bash about 15 us a command (a set on
+// the line, read a byte per system call, and one in the file), so it is
+// paid only after a command that may have set the trap.
+func keepsDebug(debug, functrace, xtrace, verbose bool) bool {
+	return debug && !functrace && (xtrace || !verbose)
+}
+
+// mayTrapDebug says whether code may set a DEBUG trap: it names DEBUG,
+// in any case, as trap takes it. (Code that spells it only at run time,
+// from pieces, gets its trap set aside while the next commands' files run,
+// as a script's trap is in a file it sources.)
+func mayTrapDebug(code string) bool {
+	for i := 0; i+5 <= len(code); i++ {
+		if strings.EqualFold(code[i:i+5], "debug") {
+			return true
+		}
+	}
+	return false
+}
+
+// hasCommands says whether code holds anything but blank lines and
+// comments: what follows "Fs N||" in a file must (codeText).
+func hasCommands(code string) bool {
+	for _, l := range strings.Split(code, "\n") {
+		if l = strings.TrimSpace(l); l != "" && l[0] != '#' {
+			return true
+		}
+	}
+	return false
+}
+
+// writeCode puts text in the code file at path. The file is made afresh
+// once for each shell (a name a command replaced, with a link or anything
+// else, is removed first and never followed; private to this user) and
+// kept open: each command's code is written over it in place (pwrite and
+// ftruncate, about 8 us; making it anew costs a journalled filesystem
+// 120 us and more, truncating it to 0 more still), into the file we made
+// whatever the name now is.
+func (sh *shell) writeCode(path, text string) error {
+	sh.codeMu.Lock()
+	defer sh.codeMu.Unlock()
+	if sh.codeClosed {
+		return errShellGone
+	}
+	if sh.code != nil && sh.codePath != path {
+		sh.code.Close()
+		sh.code = nil
+	}
+	if sh.code == nil {
+		syscall.Unlink(path)
+		fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return &os.PathError{Op: "create", Path: path, Err: err}
+		}
+		sh.code, sh.codePath = os.NewFile(uintptr(fd), path), path
+	}
+	b := []byte(text)
+	fd := int(sh.code.Fd())
+	var err error
+	for off := 0; off < len(b) && err == nil; {
+		var n int
+		if n, err = syscall.Pwrite(fd, b[off:], int64(off)); err == nil {
+			off += n
+		} else if err == syscall.EINTR {
+			err = nil
+		}
+	}
+	if err == nil {
+		err = syscall.Ftruncate(fd, int64(len(b)))
+	}
+	if err != nil {
+		sh.code.Close()
+		sh.code = nil
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
+}
+
+// closeCode closes our end of the code file (its name stays, for the
+// shell's next owner or the session's removal to take).
+func (sh *shell) closeCode() {
+	sh.codeMu.Lock()
+	defer sh.codeMu.Unlock()
+	sh.codeClosed = true
+	if sh.code != nil {
+		sh.code.Close()
+		sh.code = nil
+	}
 }
 
 // newNonce returns 72 random bits as 12 base64url characters (safe
@@ -773,6 +969,30 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		}
 		stdin = in.path
 	}
+	src, keepDebug, status := "", false, sh.status
+	if sh.proto.kind == bashProto && !opts.snapshot && dir != "" {
+		src = filepath.Join(dir, codeName)
+		// Until the shell has reported its flags (after Attach), set -T
+		// might be the user's: the file's set +T would take it.
+		keepDebug = sh.flagsKnown && keepsDebug(sh.debugTrap, sh.functrace, sh.xtrace, sh.verbose)
+		if !sh.debugTrap && mayTrapDebug(code) {
+			sh.debugTrap = true // from the next command on
+		}
+		st := ""
+		if keepDebug && !sh.xtrace {
+			// The file's set +T would clear $?: the file sets it.
+			if status > 0 && status < 256 && hasCommands(code) {
+				st = sh.proto.fn + "s " + strconv.Itoa(status) + "||"
+			}
+			status = 0
+		}
+		if err := sh.writeCode(src, codeText(code, sh.xtrace, sh.verbose, keepDebug, st)); err != nil {
+			if in != nil {
+				in.close()
+			}
+			return corral.StartFailed(res, fmt.Errorf("session: the command's code file: %w", err))
+		}
+	}
 	merged := corral.SameWriter(opts.Stdout, opts.Stderr)
 	var ps [2]*cmdPipe // the command's own stdout and stderr (cmdpipe_unix.go)
 	outs, fresh := "", false
@@ -795,7 +1015,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		sh.lastMerged = merged && kinds[1] >= 0
 	}
 	k.pipes = ps
-	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, sh.status, sh.stdinSet, sh.execFn, merged && !fresh, outs)
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, status, sh.stdinSet, sh.execFn, merged && !fresh, outs, src, keepDebug)
 	sh.stdinSet = stdin != "" && !sh.execFn
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
@@ -984,6 +1204,8 @@ wait:
 		sh.xtrace, sh.evalFn = strings.IndexByte(flags, 'x') >= 0, evalFn
 		sh.execFn = k.execFn
 		sh.verbose = strings.IndexByte(flags, 'v') >= 0
+		sh.functrace = strings.IndexByte(flags, 'T') >= 0
+		sh.flagsKnown = true
 		if evalFn {
 			res.Error = joinErr(res.Error, "the command defined a function named eval, which would receive every later command instead of the shell's eval: corral removes it before the next command")
 		}
@@ -1144,6 +1366,7 @@ func (sh *shell) stopWith(sig os.Signal, grace time.Duration, escalate <-chan st
 			errs = append(errs, re.Lifecycle())
 		}
 		sh.ctl.Close()
+		sh.closeCode()
 		sh.closeWriters() // the drain below waits for end of file
 		live := sh.livePipes()
 		drain := time.NewTimer(sh.cfg.Drain)
@@ -1191,6 +1414,7 @@ func (sh *shell) detach() {
 		close(sh.detached)
 		sh.tree.Release()
 		sh.ctl.Close()
+		sh.closeCode()
 		sh.closeWriters()
 		cutPipes(sh.livePipes())
 		for i, f := range sh.streams {

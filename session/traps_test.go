@@ -53,10 +53,11 @@ func TestVerboseEchoesOnlyTheUsersCode(t *testing.T) {
 
 // TestTrapsSeeCorralsLines pins what DEBUG and ERR traps still see of
 // corral's protocol in bash (why it cannot be helped: shell_unix.go, on
-// the protocol): a DEBUG trap fires once before the code (for the eval)
-// and once after it (for the protocol's call), besides once for each of
-// the code's commands; an ERR trap fires once more, for the eval, after a
-// failing command. dash has neither trap.
+// the protocol): a DEBUG trap fires three times before the code (for the
+// set -T that keeps the trap for the sourced file, the source, the file's
+// set +T) and once after it (for the protocol's call), besides once for
+// each of the code's commands; an ERR trap fires once more, for the source, after
+// a failing command. dash has neither trap.
 func TestTrapsSeeCorralsLines(t *testing.T) {
 	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
 		if shellName(s) != "bash" {
@@ -67,14 +68,15 @@ func TestTrapsSeeCorralsLines(t *testing.T) {
 			return
 		}
 		mustRun(t, s, `trap 'echo "D"' DEBUG`)
-		// Before the code (the eval), the code's two commands, after it
-		// (the protocol's call).
-		if got := mustRun(t, s, "echo a; echo b"); got != "D\nD\na\nD\nb\nD\n" {
+		// Before the code (set -T, source, set +T), the code's two
+		// commands, after it (the protocol's call).
+		if got := mustRun(t, s, "echo a; echo b"); got != "D\nD\nD\nD\na\nD\nb\nD\n" {
 			t.Fatalf("DEBUG trap: %q", got)
 		}
-		// Cleared by a command, the trap still fires for that command's
-		// eval and for the trap builtin, not for the protocol's call.
-		if got := mustRun(t, s, "trap - DEBUG"); got != "D\nD\n" {
+		// Cleared by a command, the trap still fires for what comes
+		// before the code and for the trap builtin, not for the
+		// protocol's call.
+		if got := mustRun(t, s, "trap - DEBUG"); got != "D\nD\nD\nD\n" {
 			t.Fatalf("clearing the DEBUG trap: %q", got)
 		}
 		if got := mustRun(t, s, "echo a"); got != "a\n" {
@@ -85,7 +87,8 @@ func TestTrapsSeeCorralsLines(t *testing.T) {
 		if out != "E:1\nafter\n" || r.ExitCode != 0 {
 			t.Fatalf("ERR trap, a failing command that is not the last: %q %+v", out, r)
 		}
-		// Once for false, once more for the eval that returns its status.
+		// Once for false, once more for the source that returns its
+		// status.
 		out, _, r, _ = runBounded(t, s, "echo before; false")
 		if out != "before\nE:1\nE:1\n" || r.ExitCode != 1 {
 			t.Fatalf("ERR trap, a failing last command: %q %+v", out, r)
