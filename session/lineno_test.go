@@ -3,6 +3,8 @@
 package session
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -79,6 +81,31 @@ func TestSourcedCodeAcrossCommands(t *testing.T) {
 		}
 		if got := mustRun(t, s, "echo next"); got != "next\n" || s.State().Resets != 0 {
 			t.Fatalf("after return: %q %+v", got, s.State())
+		}
+	})
+}
+
+// TestDebugTrapFromASourcedFile: a DEBUG trap set by a file a command
+// sources (as bash-preexec and prompt tools do), so that the command's
+// own code never names DEBUG, keeps firing in later commands' code.
+func TestDebugTrapFromASourcedFile(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) != "bash" {
+			t.Skip("bash only")
+		}
+		// (Not under t.TempDir: its name holds the test's, which says Debug.)
+		dir, err := os.MkdirTemp("", "corral-rc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		rc := filepath.Join(dir, "rc")
+		if err := os.WriteFile(rc, []byte("n=0; trap 'n=$((n+1))' DEBUG\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mustRun(t, s, ". "+rc)
+		if got := mustRun(t, s, "n=0\n:\n:\necho $n"); got != "3\n" {
+			t.Fatalf("a DEBUG trap set by a sourced file counted %q of the code's 3 commands before echo", got)
 		}
 	})
 }

@@ -84,8 +84,9 @@ type shell struct {
 	status   int
 	stdinSet bool
 	execFn   bool // the last command left a function named exec (bash)
-	// functrace: the last command left set -T on; debugTrap: a command
-	// may have set a DEBUG trap (see keepsDebug).
+	// functrace: the last command left set -T on; debugTrap: a DEBUG
+	// trap may be set (see keepsDebug): always, since a command may set
+	// one without naming it (a file it sources, as bash-preexec does).
 	// flagsKnown: the shell has reported its flags (see exec).
 	functrace, debugTrap, flagsKnown bool
 	// code: our end of the file the shell sources each command from
@@ -256,10 +257,11 @@ func makePipes() (*shellEnds, error) {
 func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 	sh := &shell{
 		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams, writers: ends.writers,
-		proto:    protoFor(cfg.Shell, cfg.HoldDir),
-		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
-		detached: make(chan struct{}),
-		live:     map[*cmdPipe]struct{}{},
+		proto:     protoFor(cfg.Shell, cfg.HoldDir),
+		debugTrap: true,
+		eof:       [2]chan struct{}{make(chan struct{}), make(chan struct{})},
+		detached:  make(chan struct{}),
+		live:      map[*cmdPipe]struct{}{},
 	}
 	for i, f := range ends.streams {
 		var st syscall.Stat_t
@@ -850,19 +852,6 @@ func keepsDebug(debug, functrace, xtrace, verbose bool) bool {
 	return debug && !functrace && (xtrace || !verbose)
 }
 
-// mayTrapDebug says whether code may set a DEBUG trap: it names DEBUG,
-// in any case, as trap takes it. (Code that spells it only at run time,
-// from pieces, gets its trap set aside while the next commands' files run,
-// as a script's trap is in a file it sources.)
-func mayTrapDebug(code string) bool {
-	for i := 0; i+5 <= len(code); i++ {
-		if strings.EqualFold(code[i:i+5], "debug") {
-			return true
-		}
-	}
-	return false
-}
-
 // hasCommands says whether code holds anything but blank lines and
 // comments: what follows "Fs N||" in a file must (codeText).
 func hasCommands(code string) bool {
@@ -975,9 +964,6 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		// Until the shell has reported its flags (after Attach), set -T
 		// might be the user's: the file's set +T would take it.
 		keepDebug = sh.flagsKnown && keepsDebug(sh.debugTrap, sh.functrace, sh.xtrace, sh.verbose)
-		if !sh.debugTrap && mayTrapDebug(code) {
-			sh.debugTrap = true // from the next command on
-		}
 		st := ""
 		if keepDebug && !sh.xtrace {
 			// The file's set +T would clear $?: the file sets it.
