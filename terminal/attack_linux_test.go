@@ -281,7 +281,7 @@ echo end-of-attack; exec sleep 600`
 		s, _ := tm.Screen(ctx10(t), ScreenOptions{})
 		t.Fatalf("%+v %v\n%+v", r, err, s)
 	}
-	if rss := vmRSS(t, tm.HolderPid()); rss > 200<<20 {
+	if rss := vmRSS(t, tm.HolderPid()); rss > 200<<20 && !raceEnabled {
 		t.Errorf("the holder's RSS is %d MiB after the attack", rss>>20)
 	}
 	controls := regexp.MustCompile("[\x00-\x09\x0b-\x1f\x7f\u0080-\u009f]")
@@ -368,7 +368,7 @@ func TestAttackLongIdleWaitStaysSmall(t *testing.T) {
 	base := hold(WaitOptions{Text: "never-shown", Timeout: 8 * time.Second})
 	idle := hold(WaitOptions{Idle: time.Hour, Timeout: 8 * time.Second})
 	t.Logf("holder RSS: %d KiB in a text wait, %d KiB in an idle wait", base>>10, idle>>10)
-	if idle > base+8<<20 {
+	if idle > base+8<<20 && !raceEnabled { // (the race detector's shadow memory grows with the heap)
 		t.Errorf("an idle wait grew the holder by %d KiB in 7 s", (idle-base)>>10)
 	}
 }
@@ -394,7 +394,7 @@ func TestAttackSendsToAProgramThatDoesNotRead(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	after := vmRSS(t, tm.HolderPid())
 	t.Logf("holder RSS %d KiB before, %d KiB after 150 abandoned sends of %d KiB", before>>10, after>>10, len(data)>>10)
-	if after > before+40<<20 {
+	if after > before+40<<20 && !raceEnabled {
 		t.Errorf("abandoned sends grew the holder by %d MiB", (after-before)>>20)
 	}
 	alive(t, tm, 80, 24)
