@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/testproc"
 )
 
 // TestTerminalRecords: a terminal session's kind, command, size and
 // program survive a reopen; a record written without a kind is an exec
 // session's.
 func TestTerminalRecords(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "corral.db")
+	path := filepath.Join(testproc.TempDir(t), "corral.db") // (t.TempDir fails its cleanup under Wine)
 	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
