@@ -178,8 +178,10 @@ func TestIdleConnectionMemory(t *testing.T) {
 		nc.Close()
 	}
 	t.Logf("1100 idle unix clients: the daemon holds %d, RSS %d -> %d KiB", open, before, after)
-	if open > 1024 || open < 1000 || after-before > 1024*64 {
-		t.Errorf("1100 idle clients: %d held (want 1000-1024), RSS grew %d KiB", open, after-before)
+	// (One more may be counted open: the last one closed to make room,
+	// whose end the daemon is still on its way to, seen so in a slow VM.)
+	if open > 1025 || open < 1000 || after-before > 1024*64 {
+		t.Errorf("1100 idle clients: %d held (want 1000-1025), RSS grew %d KiB", open, after-before)
 	}
 }
 
