@@ -421,7 +421,7 @@ func TestAttackOtherUserTermCalls(t *testing.T) {
 func TestAttackWholeScrollbackThroughTheDaemon(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.must("term", "open", "big", "--", "sh", "-c", "seq 1 400000; echo end-of-seq; exec sleep 600")
-	e.must("term", "wait", "big", "--text", "^end-of-seq$", "--timeout", "20s")
+	e.must("term", "wait", "big", "--text", "^end-of-seq$", "--timeout", "120s") // (a wait, not a speed bound: an emulated VM takes over 20 s)
 	out, errs, rc := e.run("term", "screen", "big", "--scrollback", "-1")
 	t.Logf("term screen --scrollback -1: %d, %d bytes, %q", rc, len(out), errs)
 	if rc != 0 {
