@@ -22,9 +22,9 @@ import (
 // error refusing the call), even to an existing session.
 //
 // An environment name that is not a shell identifier is looked for in the
-// shell's own environment (/proc/$$/environ): what corral gave it. Some
-// shells (busybox ash, as in the VM) do not pass such names on to the
-// programs they start; bash and dash do.
+// shell's own environment (/proc/$$/environ): what corral gave it. dash
+// and busybox ash do not pass such names on to the programs they start;
+// bash does.
 func TestExecCarriesBytes(t *testing.T) {
 	e := newDaemonEnv(t)
 	dir := filepath.Join(t.TempDir(), "caf\xe9")
@@ -57,7 +57,7 @@ func TestExecCarriesBytes(t *testing.T) {
 		{"--cwd", nil, "", []string{"exec", "-s", "s", "--cwd", dir, "--", "pwd"}, dir + "\n"},
 		{"--env", nil, "", []string{"exec", "--oneshot", "--env", "E\xe9=\xfe", "--", "tr '\\0' '\\n' < /proc/$$/environ | LC_ALL=C grep -a '^E\xe9='"}, "E\xe9=\xfe\n"},
 		{"--file", nil, "", []string{"exec", "-s", "s", "-f", codeFile}, "\xe9\xff\n"},
-		{"a oneshot", []string{"BADV=\xe9"}, dir, []string{"exec", "--oneshot", "--", `printf '%s \xe9 ' "$BADV"; pwd`}, "\xe9 \xe9 " + dir + "\n"},
+		{"a oneshot", []string{"BADV=\xe9"}, dir, []string{"exec", "--oneshot", "--", "printf '%s \xe9 ' \"$BADV\"; pwd"}, "\xe9 \xe9 " + dir + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errs, rc := run(tc.env, tc.cwd, tc.args...)

@@ -95,7 +95,7 @@ func TestAttackBytes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d\xe9")
 	os.Mkdir(dir, 0o700)
 	out := filepath.Join(t.TempDir(), "out")
-	e := wire.Exec{Session: "b", Command: "printf '%s|%s|\xe9|' \"$V\" \"$PWD\" > " + out + "; env | LC_ALL=C grep -a '^N\xe9=' >> " + out + "; cd ..",
+	e := wire.Exec{Session: "b", Command: "printf '%s|%s|\xe9|' \"$V\" \"$PWD\" > " + out + "; tr '\\0' '\\n' < /proc/$$/environ | LC_ALL=C grep -a '^N\xe9=' >> " + out + "; cd ..",
 		Dir: "/", Cwd: dir, Env: append(append([]string(nil), env...), "V=\xff", "N\xe9=\xfe")}
 	if !e.EncodeBytes() {
 		t.Fatal("nothing to carry")
