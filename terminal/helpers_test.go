@@ -172,6 +172,13 @@ func (p *pane) screen() (string, string) {
 // steps and fails where their screens differ after a step.
 func compare(t *testing.T, tm *Term, p *pane, steps []string) {
 	t.Helper()
+	compareAs(t, tm, p, steps, func(s string) string { return s })
+}
+
+// compareAs is compare with the holder's screen seen through view (as
+// tmux keeps it) before it is compared.
+func compareAs(t *testing.T, tm *Term, p *pane, steps []string, view func(string) string) {
+	t.Helper()
 	settle(t, tm)
 	check := func(step string) {
 		t.Helper()
@@ -181,8 +188,9 @@ func compare(t *testing.T, tm *Term, p *pane, steps []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur := fmt.Sprintf("%d,%d", s.CursorX, s.CursorY); s.Text != want || cur != wantCur {
-			t.Errorf("after %q: screens differ (cursor tmux %s, holder %s):\n%s", step, wantCur, cur, diffRows(want, s.Text))
+		got := view(s.Text)
+		if cur := fmt.Sprintf("%d,%d", s.CursorX, s.CursorY); got != want || cur != wantCur {
+			t.Errorf("after %q: screens differ (cursor tmux %s, holder %s):\n%s", step, wantCur, cur, diffRows(want, got))
 		}
 	}
 	check("start")
