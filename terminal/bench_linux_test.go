@@ -136,11 +136,11 @@ func BenchmarkHolderIdleMemory(b *testing.B) {
 	var tmuxPriv, tmuxPss float64
 	if _, err := exec.LookPath("tmux"); err == nil {
 		p := newPane(b, mark, 80, 24, progEnv(mark), "/bin/sh")
-		pid, _ := strconv.Atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}")))
+		pid, _ := strconv.Atoi(strings.TrimSpace(p.Run("display", "-p", "-t", "s", "#{pid}")))
 		time.Sleep(500 * time.Millisecond)
 		pss0, priv0 := memKiB(b, pid)
 		for i := range n {
-			p.tmux("new-session", "-d", "-s", fmt.Sprintf("x%d", i), "-x", "80", "-y", "24", "env -i PS1='$ ' /bin/sh")
+			p.Run("new-session", "-d", "-s", fmt.Sprintf("x%d", i), "-x", "80", "-y", "24", "env -i PS1='$ ' /bin/sh")
 		}
 		time.Sleep(time.Second)
 		pss1, priv1 := memKiB(b, pid)
@@ -202,8 +202,8 @@ func BenchmarkAttachFirstScreen(b *testing.B) {
 		p.screen()
 		b.ResetTimer()
 		for range b.N {
-			cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
-			cmd.Env = append(p.env, "TERM=xterm-256color")
+			cmd := p.Command("attach", "-t", "s")
+			cmd.Env = append(cmd.Env, "TERM=xterm-256color")
 			f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 			if err != nil {
 				b.Fatal(err)
@@ -397,9 +397,9 @@ func BenchmarkThroughput(b *testing.B) {
 	if _, err := exec.LookPath("tmux"); err == nil {
 		p := newPane(b, mark, 80, 24, progEnv(mark), "/bin/sh")
 		p.screen()
-		server, _ := strconv.Atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}")))
-		cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
-		cmd.Env = append(p.env, "TERM=xterm-256color")
+		server, _ := strconv.Atoi(strings.TrimSpace(p.Run("display", "-p", "-t", "s", "#{pid}")))
+		cmd := p.Command("attach", "-t", "s")
+		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 		if err != nil {
 			b.Fatal(err)
@@ -520,8 +520,8 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 	})
 	b.Run("tmux", func(b *testing.B) {
 		p := newPane(b, mark, 80, 24, progEnv(mark), echo...)
-		cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
-		cmd.Env = append(p.env, "TERM=xterm-256color")
+		cmd := p.Command("attach", "-t", "s")
+		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 		if err != nil {
 			b.Fatal(err)

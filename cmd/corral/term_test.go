@@ -19,6 +19,7 @@ import (
 
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/tmuxtest"
 )
 
 // termEnv is the environment a terminal session's program gets in these
@@ -64,22 +65,10 @@ func needTmux(t *testing.T) {
 // failure fails t); cleanup kills that server.
 func tmuxServer(t *testing.T, mark string, cols, rows int, argv ...string) func(args ...string) string {
 	t.Helper()
-	needTmux(t)
-	dir := testproc.TempDir(t)
-	sock, conf := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf")
-	os.WriteFile(conf, []byte("set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g escape-time 0\n"), 0o600)
-	tmux := func(args ...string) string {
-		cmd := exec.Command("tmux", append([]string{"-S", sock, "-f", conf}, args...)...)
-		cmd.Env = append(testproc.Env(mark), "TMUX=", "LANG=C.UTF-8", "LC_ALL=C.UTF-8")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	tmux(append([]string{"new-session", "-d", "-s", "s", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows)}, argv...)...)
-	t.Cleanup(func() { tmux("kill-server") })
-	return tmux
+	srv := tmuxtest.New(t, testproc.TempDir(t), "set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g escape-time 0\n",
+		append(testproc.Env(mark), "LANG=C.UTF-8", "LC_ALL=C.UTF-8"))
+	srv.Run(append([]string{"new-session", "-d", "-s", "s", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows)}, argv...)...)
+	return srv.Run
 }
 
 // TestTermVerbsMatchTmux: a program opened with term open shows on term
