@@ -136,11 +136,11 @@ func BenchmarkHolderIdleMemory(b *testing.B) {
 	var tmuxPriv, tmuxPss float64
 	if _, err := exec.LookPath("tmux"); err == nil {
 		p := newPane(b, mark, 80, 24, progEnv(mark), "/bin/sh")
-		pid, _ := strconv.Atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}")))
+		pid, _ := strconv.Atoi(strings.TrimSpace(p.Run("display", "-p", "-t", "s", "#{pid}")))
 		time.Sleep(500 * time.Millisecond)
 		pss0, priv0 := memKiB(b, pid)
 		for i := range n {
-			p.tmux("new-session", "-d", "-s", fmt.Sprintf("x%d", i), "-x", "80", "-y", "24", "env -i PS1='$ ' /bin/sh")
+			p.Run("new-session", "-d", "-s", fmt.Sprintf("x%d", i), "-x", "80", "-y", "24", "env -i PS1='$ ' /bin/sh")
 		}
 		time.Sleep(time.Second)
 		pss1, priv1 := memKiB(b, pid)
@@ -167,38 +167,20 @@ func BenchmarkHolderIdleMemory(b *testing.B) {
 func BenchmarkAttachFirstScreen(b *testing.B) {
 	mark := testproc.Guard(b, 5*time.Minute)
 	b.Run("holder", func(b *testing.B) {
-		tm := openBench(b, mark)
+		tm := openBench(b, mark, 0, 0)
 		ctx := context.Background()
 		tm.Send(ctx, []byte("echo first-screen-marker\r"))
 		tm.Wait(ctx, WaitOptions{Text: "(?m)^first-screen-marker$", Timeout: 10 * time.Second})
 		buf := make([]byte, 64<<10)
 		b.ResetTimer()
 		for range b.N {
-			a, err := tm.Attach(ctx, AttachOptions{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var got []byte
-			for !bytes.Contains(got, []byte("first-screen-marker\r\n")) {
-				n, err := a.Read(buf)
-				if err != nil {
-					b.Fatal(err)
-				}
-				got = append(got, buf[:n]...)
-			}
-			a.Close()
+			attachFirstScreen(b, tm, AttachOptions{}, buf)
 		}
 	})
 	// The reattach case: 120×40 with 2,000 rows of scrollback,
 	// all of it redrawn.
 	b.Run("holder-120x40-scrollback2000", func(b *testing.B) {
-		dir := filepath.Join(testproc.TempDir(b), "sess")
-		tm, err := Open(context.Background(), dir, Config{Path: "/bin/sh", Args: []string{"sh"}, Env: progEnv(mark),
-			Cols: 120, Rows: 40, Holder: []string{os.Args[0]}, HolderEnv: append(testproc.Env(mark), holderEnv+"=1")})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { tm.Close(context.Background()) })
+		tm := openBench(b, mark, 120, 40)
 		ctx := context.Background()
 		tm.Send(ctx, []byte("i=0; while [ $i -lt 2100 ]; do printf '%05d \033[1;3%dmcoloured\033[0m text of a scrollback row, long enough to be typical of one\n' $i $((i%8)); i=$((i+1)); done; echo first-screen-marker\r"))
 		tm.Wait(ctx, WaitOptions{Text: "(?m)^first-screen-marker$", Timeout: 60 * time.Second})
@@ -209,19 +191,7 @@ func BenchmarkAttachFirstScreen(b *testing.B) {
 		buf := make([]byte, 64<<10)
 		b.ResetTimer()
 		for range b.N {
-			a, err := tm.Attach(ctx, AttachOptions{Scrollback: 2000})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var got []byte
-			for !bytes.Contains(got, []byte("first-screen-marker\r\n")) {
-				n, err := a.Read(buf)
-				if err != nil {
-					b.Fatal(err)
-				}
-				got = append(got, buf[:n]...)
-			}
-			a.Close()
+			attachFirstScreen(b, tm, AttachOptions{Scrollback: 2000}, buf)
 		}
 	})
 	b.Run("tmux", func(b *testing.B) {
@@ -232,8 +202,8 @@ func BenchmarkAttachFirstScreen(b *testing.B) {
 		p.screen()
 		b.ResetTimer()
 		for range b.N {
-			cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
-			cmd.Env = append(p.env, "TERM=xterm-256color")
+			cmd := p.Command("attach", "-t", "s")
+			cmd.Env = append(cmd.Env, "TERM=xterm-256color")
 			f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 			if err != nil {
 				b.Fatal(err)
@@ -246,16 +216,38 @@ func BenchmarkAttachFirstScreen(b *testing.B) {
 	})
 }
 
-func openBench(b *testing.B, mark string) *Term {
+// openBench opens a session of sh at cols×rows (0×0: the default size)
+// with the test binary as its holder, closed at cleanup.
+func openBench(b *testing.B, mark string, cols, rows int) *Term {
 	b.Helper()
 	dir := filepath.Join(testproc.TempDir(b), "sess")
 	tm, err := Open(context.Background(), dir, Config{Path: "/bin/sh", Args: []string{"sh"}, Env: progEnv(mark),
-		Holder: []string{os.Args[0]}, HolderEnv: append(testproc.Env(mark), holderEnv+"=1")})
+		Cols: cols, Rows: rows, Holder: []string{os.Args[0]}, HolderEnv: append(testproc.Env(mark), holderEnv+"=1")})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { tm.Close(context.Background()) })
 	return tm
+}
+
+// attachFirstScreen attaches to tm with o, reads (into buf) until the
+// redraw has shown the line first-screen-marker, and detaches: one
+// reattach, as BenchmarkAttachFirstScreen times it.
+func attachFirstScreen(b *testing.B, tm *Term, o AttachOptions, buf []byte) {
+	b.Helper()
+	a, err := tm.Attach(context.Background(), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var got []byte
+	for !bytes.Contains(got, []byte("first-screen-marker\r\n")) {
+		n, err := a.Read(buf)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	a.Close()
 }
 
 func readUntil(b *testing.B, f *os.File, marker string) {
@@ -367,7 +359,7 @@ func BenchmarkThroughput(b *testing.B) {
 		return time.Since(start)
 	}
 
-	tm := openBench(b, mark)
+	tm := openBench(b, mark, 0, 0)
 	a, err := tm.Attach(ctx, AttachOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -405,9 +397,9 @@ func BenchmarkThroughput(b *testing.B) {
 	if _, err := exec.LookPath("tmux"); err == nil {
 		p := newPane(b, mark, 80, 24, progEnv(mark), "/bin/sh")
 		p.screen()
-		server, _ := strconv.Atoi(strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}")))
-		cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
-		cmd.Env = append(p.env, "TERM=xterm-256color")
+		server, _ := strconv.Atoi(strings.TrimSpace(p.Run("display", "-p", "-t", "s", "#{pid}")))
+		cmd := p.Command("attach", "-t", "s")
+		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 		if err != nil {
 			b.Fatal(err)
@@ -528,8 +520,8 @@ func BenchmarkKeystrokeEcho(b *testing.B) {
 	})
 	b.Run("tmux", func(b *testing.B) {
 		p := newPane(b, mark, 80, 24, progEnv(mark), echo...)
-		cmd := exec.Command("tmux", "-S", p.sock, "-f", p.conf, "attach", "-t", "s")
-		cmd.Env = append(p.env, "TERM=xterm-256color")
+		cmd := p.Command("attach", "-t", "s")
+		cmd.Env = append(cmd.Env, "TERM=xterm-256color")
 		f, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 80, Rows: 24})
 		if err != nil {
 			b.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/tmuxtest"
 	"github.com/corral-dev/corral/internal/vt"
 )
 
@@ -86,24 +87,14 @@ func waitText(t *testing.T, tm *Term, re string) {
 
 // pane is a program in a tmux pane on a private server: the oracle.
 type pane struct {
-	t    testing.TB
-	sock string
-	conf string
-	env  []string
+	*tmuxtest.Server
+	t testing.TB
 }
 
 func newPane(t testing.TB, mark string, cols, rows int, env []string, argv ...string) *pane {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: apt-get install tmux")
-	}
-	dir := testproc.TempDir(t)
-	p := &pane{t: t, sock: filepath.Join(dir, "tmux.sock"), conf: filepath.Join(dir, "tmux.conf"),
-		env: append(testproc.Env(mark), "TMUX=")}
 	conf := "set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g history-limit 10000\nset -g escape-time 0\n"
-	if err := os.WriteFile(p.conf, []byte(conf), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := &pane{Server: tmuxtest.New(t, testproc.TempDir(t), conf, testproc.Env(mark)), t: t}
 	var sh strings.Builder
 	sh.WriteString("exec env -i")
 	for _, e := range env {
@@ -115,31 +106,11 @@ func newPane(t testing.TB, mark string, cols, rows int, env []string, argv ...st
 	for _, a := range argv {
 		sh.WriteString(" " + shQuote(a))
 	}
-	p.tmux("new-session", "-d", "-s", "s", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), sh.String())
-	pid := strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{pid}"))
-	t.Cleanup(func() {
-		// Only our own server, by its own pid.
-		if n, err := strconv.Atoi(pid); err == nil {
-			if pr, err := os.FindProcess(n); err == nil {
-				pr.Kill()
-			}
-		}
-	})
+	p.Run("new-session", "-d", "-s", "s", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), sh.String())
 	return p
 }
 
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
-func (p *pane) tmux(args ...string) string {
-	p.t.Helper()
-	cmd := exec.Command("tmux", append([]string{"-S", p.sock, "-f", p.conf}, args...)...)
-	cmd.Env = p.env
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		p.t.Fatalf("tmux %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
 
 // send types b into the pane, byte for byte.
 func (p *pane) send(b []byte) {
@@ -148,7 +119,7 @@ func (p *pane) send(b []byte) {
 	for _, c := range b {
 		args = append(args, hex.EncodeToString([]byte{c}))
 	}
-	p.tmux(args...)
+	p.Run(args...)
 }
 
 // screen returns the pane's text and cursor once two reads 300 ms apart
@@ -159,7 +130,7 @@ func (p *pane) screen() (string, string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		time.Sleep(300 * time.Millisecond)
-		s := p.tmux("capture-pane", "-p", "-t", "s") + "|" + strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{cursor_x},#{cursor_y}"))
+		s := p.Run("capture-pane", "-p", "-t", "s") + "|" + strings.TrimSpace(p.Run("display", "-p", "-t", "s", "#{cursor_x},#{cursor_y}"))
 		if s == last || time.Now().After(deadline) {
 			i := strings.LastIndexByte(s, '|')
 			return s[:i], s[i+1:]
@@ -172,6 +143,13 @@ func (p *pane) screen() (string, string) {
 // steps and fails where their screens differ after a step.
 func compare(t *testing.T, tm *Term, p *pane, steps []string) {
 	t.Helper()
+	compareAs(t, tm, p, steps, func(s string) string { return s })
+}
+
+// compareAs is compare with the holder's screen seen through view (as
+// tmux keeps it) before it is compared.
+func compareAs(t *testing.T, tm *Term, p *pane, steps []string, view func(string) string) {
+	t.Helper()
 	settle(t, tm)
 	check := func(step string) {
 		t.Helper()
@@ -181,8 +159,9 @@ func compare(t *testing.T, tm *Term, p *pane, steps []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cur := fmt.Sprintf("%d,%d", s.CursorX, s.CursorY); s.Text != want || cur != wantCur {
-			t.Errorf("after %q: screens differ (cursor tmux %s, holder %s):\n%s", step, wantCur, cur, diffRows(want, s.Text))
+		got := view(s.Text)
+		if cur := fmt.Sprintf("%d,%d", s.CursorX, s.CursorY); got != want || cur != wantCur {
+			t.Errorf("after %q: screens differ (cursor tmux %s, holder %s):\n%s", step, wantCur, cur, diffRows(want, got))
 		}
 	}
 	check("start")
@@ -195,23 +174,7 @@ func compare(t *testing.T, tm *Term, p *pane, steps []string) {
 	}
 }
 
-func diffRows(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var a, c string
-		if i < len(w) {
-			a = w[i]
-		}
-		if i < len(g) {
-			c = g[i]
-		}
-		if a != c {
-			fmt.Fprintf(&b, "row %d:\n  tmux   %q\n  holder %q\n", i, a, c)
-		}
-	}
-	return b.String()
-}
+func diffRows(want, got string) string { return tmuxtest.DiffRows(want, got, "tmux", "holder") }
 
 func need(t *testing.T, prog string) {
 	if _, err := exec.LookPath(prog); err != nil {

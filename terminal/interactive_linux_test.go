@@ -59,13 +59,13 @@ func TestAttachTerminalInTmux(t *testing.T) {
 	settle(t, tm)
 	p := newPane(t, mark, 80, 24, append(progEnv(mark), attachEnv+"="+tm.Dir()), os.Args[0])
 	modes := func() string {
-		return strings.TrimSpace(p.tmux("display", "-p", "-t", "s",
+		return strings.TrimSpace(p.Run("display", "-p", "-t", "s",
 			"alt=#{alternate_on} mouse=#{mouse_standard_flag}#{mouse_button_flag}#{mouse_any_flag}#{mouse_sgr_flag} ckm=#{keypad_cursor_flag} cursor=#{cursor_flag}"))
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.tmux("capture-pane", "-p", "-t", "s"), "first line") {
+	for !strings.Contains(p.Run("capture-pane", "-p", "-t", "s"), "first line") {
 		if time.Now().After(deadline) {
-			t.Fatalf("the pane never showed the session:\n%s", p.tmux("capture-pane", "-p", "-t", "s"))
+			t.Fatalf("the pane never showed the session:\n%s", p.Run("capture-pane", "-p", "-t", "s"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -92,9 +92,9 @@ func TestAttachTerminalInTmux(t *testing.T) {
 	waitText(t, tm, "typed in the pane")
 	p.send([]byte{DefaultDetachKey})
 	deadline = time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.tmux("capture-pane", "-p", "-t", "s"), "detached") {
+	for !strings.Contains(p.Run("capture-pane", "-p", "-t", "s"), "detached") {
 		if time.Now().After(deadline) {
-			t.Fatalf("no detach:\n%s", p.tmux("capture-pane", "-p", "-t", "s"))
+			t.Fatalf("no detach:\n%s", p.Run("capture-pane", "-p", "-t", "s"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -118,7 +118,7 @@ func TestTopMatchesTmux(t *testing.T) {
 			t.Fatalf("top's headings differ:\n tmux   %q\n holder %q\nholder screen:\n%s", w, g, s.Text)
 		}
 	}
-	if alt := strings.TrimSpace(p.tmux("display", "-p", "-t", "s", "#{alternate_on}")) == "1"; alt != s.AltScreen {
+	if alt := strings.TrimSpace(p.Run("display", "-p", "-t", "s", "#{alternate_on}")) == "1"; alt != s.AltScreen {
 		t.Errorf("alternate screen: tmux %v, holder %v", alt, s.AltScreen)
 	}
 }

@@ -3,7 +3,6 @@
 package terminal
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -45,43 +44,17 @@ func TestVttestMatchesTmux(t *testing.T) {
 			argv := []string{"vttest"}
 			tm := openTest(t, mark, Config{Path: argv[0], Args: argv})
 			p := newPane(t, mark, 80, 24, progEnv(mark), argv...)
-			compareACS(t, tm, p, m.keys)
+			compareAs(t, tm, p, m.keys, toACS)
 		})
-	}
-}
-
-// compareACS is compare with the DEC special graphics that the holder
-// keeps as the characters they show (┌─┐) turned back into the ASCII
-// letters that tmux keeps with a charset flag (lqk).
-func compareACS(t *testing.T, tm *Term, p *pane, steps []string) {
-	t.Helper()
-	check := func(step string) {
-		t.Helper()
-		settle(t, tm)
-		want, wantCur := p.screen()
-		s, err := tm.Screen(ctx10(t), ScreenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := toACS(s.Text)
-		if cur := fmt.Sprintf("%d,%d", s.CursorX, s.CursorY); got != want || cur != wantCur {
-			t.Errorf("after %q: screens differ (cursor tmux %s, holder %s):\n%s", step, wantCur, cur, diffRows(want, got))
-		}
-	}
-	settle(t, tm)
-	check("start")
-	for _, k := range steps {
-		if err := tm.Send(ctx10(t), []byte(k)); err != nil {
-			t.Fatal(err)
-		}
-		p.send([]byte(k))
-		check(k)
 	}
 }
 
 // decGraphics are the characters DEC special graphics 0x60–0x7e show.
 const decGraphics = "◆▒␉␌␍␊°±␤␋┘┐┌└┼⎺⎻─⎼⎽├┤┴┬│≤≥π≠£·"
 
+// toACS turns the DEC special graphics that the holder keeps as the
+// characters they show (┌─┐) back into the ASCII letters that tmux keeps
+// with a charset flag (lqk).
 func toACS(s string) string {
 	return strings.Map(func(r rune) rune {
 		if i := strings.IndexRune(decGraphics, r); i >= 0 {

@@ -85,7 +85,7 @@ the program exits, attach exits with its status.`,
 			}
 			o := client.TermOpenOptions{Command: command, Cwd: cwd, Env: env, SizePolicy: policy, Existing: true}
 			if size != "" {
-				if o.Cols, o.Rows, err = parseWinSize(size); err != nil {
+				if o.Cols, o.Rows, err = term.ParseSize(size); err != nil {
 					return usageErr("--size: %v", err)
 				}
 			}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -50,20 +49,6 @@ func termCommand(stdin *os.File, stdout io.Writer) *cobra.Command {
 	return c
 }
 
-// parseWinSize parses COLSxROWS.
-func parseWinSize(s string) (int, int, error) {
-	a, b, ok := strings.Cut(strings.ToLower(s), "x")
-	cols, err1 := strconv.Atoi(a)
-	rows, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("size %q: want COLSxROWS, like 120x40", s)
-	}
-	if err := term.CheckSize(cols, rows); err != nil {
-		return 0, 0, fmt.Errorf("size %q: %v", s, err)
-	}
-	return cols, rows, nil
-}
-
 // termName checks the session name argument before anything is sent.
 func termName(name string) error {
 	if err := store.CheckName(name); err != nil {
@@ -104,7 +89,7 @@ func termOpenCommand() *cobra.Command {
 			}
 			o := client.TermOpenOptions{Command: command, Cwd: cwd, Env: env, SizePolicy: policy}
 			if size != "" {
-				cols, rows, err := parseWinSize(size)
+				cols, rows, err := term.ParseSize(size)
 				if err != nil {
 					return usageErr("--size: %v", err)
 				}
@@ -358,7 +343,7 @@ func termResizeCommand() *cobra.Command {
 			if err := termName(args[0]); err != nil {
 				return err
 			}
-			cols, rows, err := parseWinSize(args[1])
+			cols, rows, err := term.ParseSize(args[1])
 			if err != nil {
 				return usageErr("term resize: %v", err)
 			}

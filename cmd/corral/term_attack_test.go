@@ -197,11 +197,7 @@ func TestAttackHostileTermCalls(t *testing.T) {
 	for i := range keys {
 		keys[i] = "Enter"
 	}
-	c, err := client.Dial(context.Background(), e.state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	// A million keys is 6 MB of call, over the wire's bound: refused,
@@ -251,21 +247,8 @@ func TestAttackHostileTermCalls(t *testing.T) {
 // must read as text.
 func TestAttackHostileModesAfterDetach(t *testing.T) {
 	e := newDaemonEnv(t)
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: apt-get install tmux")
-	}
+	needTmux(t)
 	dir := testproc.TempDir(t)
-	sock, conf := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf")
-	os.WriteFile(conf, []byte("set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g escape-time 0\n"), 0o600)
-	tmux := func(args ...string) string {
-		cmd := exec.Command("tmux", append([]string{"-S", sock, "-f", conf}, args...)...)
-		cmd.Env = append(testproc.Env(e.mark), "TMUX=", "LANG=C.UTF-8", "LC_ALL=C.UTF-8")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
 	modes := `\033[?1049h\033[?1000h\033[?1002h\033[?1003h\033[?1005h\033[?1006h\033[?1h\033=\033[4h\033[?7l\033[?25l\033[5;10r\033[?6h\033(0\033)0\016`
 	// Half the modes before the attach (the redraw replays them), half
 	// while attached (the live output carries them).
@@ -275,8 +258,7 @@ func TestAttackHostileModesAfterDetach(t *testing.T) {
 	e.must("term", "open", "hostile", "--", "sh", "-c", prog)
 	e.must("term", "wait", "hostile", "--idle", "500ms", "--timeout", "10s")
 	attach := fmt.Sprintf("CORRAL_STATE_DIR=%s %s attach hostile; echo \"rc=$? qrstuvwxyz\"; exec sleep 600", e.state, corralBin)
-	tmux("new-session", "-d", "-s", "s", "-x", "80", "-y", "24", "sh", "-c", attach)
-	t.Cleanup(func() { tmux("kill-server") })
+	tmux := tmuxServer(t, e.mark, 80, 24, "sh", "-c", attach)
 	flags := "#{alternate_on} #{mouse_any_flag} #{mouse_button_flag} #{mouse_standard_flag} #{mouse_sgr_flag} #{mouse_utf8_flag} " +
 		"#{keypad_cursor_flag} #{keypad_flag} #{insert_flag} #{wrap_flag} #{cursor_flag} #{origin_flag} #{scroll_region_upper} #{scroll_region_lower}"
 	defaults := "0 0 0 0 0 0 0 0 0 1 1 0 0 23"
@@ -448,17 +430,10 @@ func TestAttackResizeFloodThroughTheDaemon(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.must("term", "open", "flood", "--", "sh", "-c", "echo ready; exec sleep 600")
 	e.must("term", "open", "other", "--", "sh", "-c", "echo other; exec sleep 600")
-	c, err := client.Dial(context.Background(), e.state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	a, err := c.TermAttach(ctx, "flood", client.TermAttachOptions{Cols: 80, Rows: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := attach80x24(t, ctx, c, "flood")
 	defer a.Close()
 	go io.Copy(io.Discard, a)
 	stop := make(chan struct{})

@@ -19,6 +19,7 @@ import (
 
 	"github.com/corral-dev/corral/client"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/tmuxtest"
 )
 
 // termEnv is the environment a terminal session's program gets in these
@@ -50,28 +51,24 @@ func screenRows(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// tmuxPane runs argv in a pane of a private tmux server (the oracle) and
-// returns how to capture it; cleanup kills that server.
-func tmuxPane(t *testing.T, mark string, cols, rows int, argv string) func() string {
+// needTmux skips the test where tmux is not installed.
+func needTmux(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Skip("tmux is not installed: apt-get install tmux")
 	}
-	dir := testproc.TempDir(t)
-	sock, conf := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf")
-	os.WriteFile(conf, []byte("set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g escape-time 0\n"), 0o600)
-	tmux := func(args ...string) string {
-		cmd := exec.Command("tmux", append([]string{"-S", sock, "-f", conf}, args...)...)
-		cmd.Env = append(testproc.Env(mark), "TMUX=", "LANG=C.UTF-8", "LC_ALL=C.UTF-8")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
-	tmux("new-session", "-d", "-s", "s", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows), argv)
-	t.Cleanup(func() { tmux("kill-server") })
-	return func() string { return tmux("capture-pane", "-p", "-t", "s") }
+}
+
+// tmuxServer starts a private tmux server whose one session, "s", runs
+// argv in a cols×rows pane (the oracle of a screen, or the user's outer
+// terminal), and returns how to run a tmux command on that server (a
+// failure fails t); cleanup kills that server.
+func tmuxServer(t *testing.T, mark string, cols, rows int, argv ...string) func(args ...string) string {
+	t.Helper()
+	srv := tmuxtest.New(t, testproc.TempDir(t), "set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g escape-time 0\n",
+		append(testproc.Env(mark), "LANG=C.UTF-8", "LC_ALL=C.UTF-8"))
+	srv.Run(append([]string{"new-session", "-d", "-s", "s", "-x", strconv.Itoa(cols), "-y", strconv.Itoa(rows)}, argv...)...)
+	return srv.Run
 }
 
 // TestTermVerbsMatchTmux: a program opened with term open shows on term
@@ -82,7 +79,8 @@ func tmuxPane(t *testing.T, mark string, cols, rows int, argv string) func() str
 func TestTermVerbsMatchTmux(t *testing.T) {
 	e := newDaemonEnv(t)
 	prog := `seq 1 30; printf '\033[31mred\033[0m wide: 日本語 tab:\tend\n'; printf 'done\n'; exec sleep 600`
-	capture := tmuxPane(t, e.mark, 60, 12, "sh -c '"+strings.ReplaceAll(prog, "'", `'\''`)+"'")
+	tmux := tmuxServer(t, e.mark, 60, 12, "sh -c '"+strings.ReplaceAll(prog, "'", `'\''`)+"'")
+	capture := func() string { return tmux("capture-pane", "-p", "-t", "s") }
 	e.must(append(append([]string{"term", "open", "oracle", "--size", "60x12"}, termShEnv()...), "--", "sh", "-c", prog)...)
 	e.must("term", "wait", "oracle", "--text", "^done", "--timeout", "10s")
 	var want string
@@ -255,17 +253,10 @@ func TestTermSurvivesDaemonKill(t *testing.T) {
 	e.must("term", "open", "s", "--", "sh", "-c", "echo ready; while [ ! -e "+flag+" ]; do sleep 0.05; done; echo made-meanwhile; exec sleep 600")
 	e.must("term", "wait", "s", "--text", "ready", "--timeout", "10s")
 	before := e.ls()["s"]
-	c, err := client.Dial(context.Background(), e.state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a, err := c.TermAttach(ctx, "s", client.TermAttachOptions{Cols: 80, Rows: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := attach80x24(t, ctx, c, "s")
 	var first strings.Builder
 	buf := make([]byte, 64<<10)
 	for !strings.Contains(first.String(), "ready") {
@@ -289,15 +280,8 @@ func TestTermSurvivesDaemonKill(t *testing.T) {
 		log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
 		t.Fatalf("after the daemon's kill: %+v, before %+v\n%s", after, before, log)
 	}
-	c2, err := client.Dial(context.Background(), e.state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	a2, err := c2.TermAttach(ctx, "s", client.TermAttachOptions{Cols: 80, Rows: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c2 := e.dial()
+	a2 := attach80x24(t, ctx, c2, "s")
 	var redraw strings.Builder
 	for !strings.Contains(redraw.String(), "made-meanwhile") {
 		n, err := a2.Read(buf)
@@ -372,6 +356,28 @@ func (e *daemonEnv) screenSize(name string) string {
 	return fmt.Sprintf("%vx%v", js["cols"], js["rows"])
 }
 
+// dial connects a client to e's daemon; cleanup closes it.
+func (e *daemonEnv) dial() *client.Client {
+	e.t.Helper()
+	c, err := client.Dial(context.Background(), e.state)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// attach80x24 attaches c to session name at 80×24 (ctx bounds the
+// attach, not the attachment); the caller closes the attachment.
+func attach80x24(t *testing.T, ctx context.Context, c *client.Client, name string) *client.TermAttachment {
+	t.Helper()
+	a, err := c.TermAttach(ctx, name, client.TermAttachOptions{Cols: 80, Rows: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
 // attachAs attaches a client of the given size and reads its redraw.
 func attachAs(t *testing.T, c *client.Client, name string, cols, rows int) *client.TermAttachment {
 	t.Helper()
@@ -405,11 +411,7 @@ func (e *daemonEnv) waitSize(name, want, why string) {
 func TestTermSizePolicies(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.must("term", "open", "typed", "--size", "50x10", "--", "sh")
-	c, err := client.Dial(context.Background(), e.state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.dial()
 	a := attachAs(t, c, "typed", 100, 30)
 	e.waitSize("typed", "100x30", "a client attached")
 	b := attachAs(t, c, "typed", 70, 20)
@@ -508,24 +510,8 @@ func TestTermHolderDeathAndOrphans(t *testing.T) {
 // status.
 func TestAttachInATerminal(t *testing.T) {
 	e := newDaemonEnv(t)
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: apt-get install tmux")
-	}
-	dir := testproc.TempDir(t)
-	sock, conf := filepath.Join(dir, "tmux.sock"), filepath.Join(dir, "tmux.conf")
-	os.WriteFile(conf, []byte("set -g status off\nset -g exit-empty off\nset -g default-terminal xterm-256color\nset -g escape-time 0\n"), 0o600)
-	tmux := func(args ...string) string {
-		cmd := exec.Command("tmux", append([]string{"-S", sock, "-f", conf}, args...)...)
-		cmd.Env = append(testproc.Env(e.mark), "TMUX=", "LANG=C.UTF-8", "LC_ALL=C.UTF-8")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("tmux %v: %v\n%s", args, err, out)
-		}
-		return string(out)
-	}
 	attach := fmt.Sprintf("CORRAL_STATE_DIR=%s %s attach work -- env PS1='$ ' sh; echo \"rc=$?\"; exec sleep 600", e.state, corralBin)
-	tmux("new-session", "-d", "-s", "s", "-x", "80", "-y", "24", "sh", "-c", attach)
-	t.Cleanup(func() { tmux("kill-server") })
+	tmux := tmuxServer(t, e.mark, 80, 24, "sh", "-c", attach)
 	pane := func(want, why string) string {
 		t.Helper()
 		var got string
@@ -625,22 +611,12 @@ func TestTermStoppedHolderIsNotKilled(t *testing.T) {
 func TestTermStalledClientStallsNoOne(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.must("term", "open", "flood", "--", "sh", "-c", "read x; exec yes flooding-the-terminal")
-	c, err := client.Dial(context.Background(), e.state)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := e.dial()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stalled, err := c.TermAttach(ctx, "flood", client.TermAttachOptions{Cols: 80, Rows: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
+	stalled := attach80x24(t, ctx, c, "flood")
 	defer stalled.Close()
-	live, err := c.TermAttach(ctx, "flood", client.TermAttachOptions{Cols: 80, Rows: 24})
-	if err != nil {
-		t.Fatal(err)
-	}
+	live := attach80x24(t, ctx, c, "flood")
 	defer live.Close()
 	e.must("term", "send", "flood", "--keys", "Enter")
 	// Far more than every buffer between the program and the stalled

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -111,7 +110,7 @@ func (s *Server) termOpen(ctx context.Context, req *mcp.CallToolRequest, in Term
 		return nil, nil, errors.New("command: its first item, the program, is empty")
 	}
 	if in.Size != "" {
-		cols, rows, err := winSize(in.Size)
+		cols, rows, err := term.ParseSize(in.Size)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -145,20 +144,6 @@ func (s *Server) termOpen(ctx context.Context, req *mcp.CallToolRequest, in Term
 		msg = fmt.Sprintf("terminal session %s was open already (%dx%d)", r.Name, r.Cols, r.Rows)
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, out, nil
-}
-
-// winSize parses COLSxROWS.
-func winSize(s string) (int, int, error) {
-	a, b, ok := strings.Cut(strings.ToLower(s), "x")
-	cols, err1 := strconv.Atoi(a)
-	rows, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil {
-		return 0, 0, fmt.Errorf("size %q: want COLSxROWS, like 120x40", s)
-	}
-	if err := term.CheckSize(cols, rows); err != nil {
-		return 0, 0, fmt.Errorf("size %q: %v", s, err)
-	}
-	return cols, rows, nil
 }
 
 // TermSendInput is the input of term_send.

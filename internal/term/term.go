@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 )
 
 // ErrUnsupported means this platform has no PTYs corral can hold.
@@ -32,6 +34,22 @@ func CheckSize(cols, rows int) error {
 		return fmt.Errorf("terminal size %dx%d: columns and rows must be between 1 and %d", cols, rows, MaxSize)
 	}
 	return nil
+}
+
+// ParseSize parses a window size written COLSxROWS (120x40; the x in
+// either case), as the CLI and the MCP server take it, and checks it as
+// CheckSize does. The error names s and says what is wanted.
+func ParseSize(s string) (cols, rows int, err error) {
+	a, b, ok := strings.Cut(strings.ToLower(s), "x")
+	cols, err1 := strconv.Atoi(a)
+	rows, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("size %q: want COLSxROWS, like 120x40", s)
+	}
+	if err := CheckSize(cols, rows); err != nil {
+		return 0, 0, fmt.Errorf("size %q: %v", s, err)
+	}
+	return cols, rows, nil
 }
 
 // OpenPTY opens a new PTY pair whose window is cols×rows. The caller owns

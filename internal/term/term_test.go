@@ -154,3 +154,31 @@ func TestControllingAndForeground(t *testing.T) {
 		t.Errorf("the child was not in the terminal's foreground: ps says %q", out)
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for _, c := range []struct {
+		in         string
+		cols, rows int
+		err        string
+	}{
+		{"120x40", 120, 40, ""},
+		{"80X24", 80, 24, ""},
+		{"1x1", 1, 1, ""},
+		{"4096x4096", 4096, 4096, ""},
+		{"80", 0, 0, "want COLSxROWS"},
+		{"80by24", 0, 0, "want COLSxROWS"},
+		{"x24", 0, 0, "want COLSxROWS"},
+		{"", 0, 0, "want COLSxROWS"},
+		{"0x24", 0, 0, "between 1 and 4096"},
+		{"80x-1", 0, 0, "between 1 and 4096"},
+		{"4097x24", 0, 0, "between 1 and 4096"},
+	} {
+		cols, rows, err := ParseSize(c.in)
+		switch {
+		case c.err == "" && (err != nil || cols != c.cols || rows != c.rows):
+			t.Errorf("ParseSize(%q) = %d, %d, %v; want %d, %d", c.in, cols, rows, err, c.cols, c.rows)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err) || !strings.Contains(err.Error(), `"`+c.in+`"`)):
+			t.Errorf("ParseSize(%q) = %d, %d, %v; want an error naming it and saying %q", c.in, cols, rows, err, c.err)
+		}
+	}
+}

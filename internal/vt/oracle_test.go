@@ -4,23 +4,22 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/tmuxtest"
 )
 
 // oracle is a private tmux server whose panes are fed byte streams: tmux
 // is the reference the emulator's screens are compared with.
 type oracle struct {
-	t    *testing.T
-	sock string
-	dir  string
-	env  []string
-	n    int
+	t   *testing.T
+	srv *tmuxtest.Server
+	dir string
+	n   int
 }
 
 // tmuxState is what the comparison reads back from a pane.
@@ -39,35 +38,17 @@ type tmuxState struct {
 
 func newOracle(t *testing.T) *oracle {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("tmux is not installed: apt-get install tmux")
-	}
 	mark := testproc.Guard(t, 2*time.Minute)
 	dir := testproc.TempDir(t)
-	o := &oracle{t: t, sock: filepath.Join(dir, "tmux.sock"), dir: dir, env: testproc.Env(mark)}
-	conf := filepath.Join(dir, "tmux.conf")
 	// No status line, so the pane is the whole window; titles are kept
 	// as the program sets them.
-	if err := os.WriteFile(conf, []byte("set -g status off\nset -g exit-empty off\nset -g history-limit 100000\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o.env = append(o.env, "TMUX=", "TMUX_CONF="+conf)
-	t.Cleanup(func() {
-		// Only this test's own server, by its own socket.
-		exec.Command("tmux", "-S", o.sock, "kill-server").Run()
-	})
-	return o
+	srv := tmuxtest.New(t, dir, "set -g status off\nset -g exit-empty off\nset -g history-limit 100000\n", testproc.Env(mark))
+	return &oracle{t: t, srv: srv, dir: dir}
 }
 
 func (o *oracle) tmux(args ...string) string {
 	o.t.Helper()
-	cmd := exec.Command("tmux", append([]string{"-S", o.sock, "-f", filepath.Join(o.dir, "tmux.conf")}, args...)...)
-	cmd.Env = o.env
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		o.t.Fatalf("tmux %v: %v\n%s", args, err, out)
-	}
-	return string(out)
+	return o.srv.Run(args...)
 }
 
 // feed shows data in a fresh cols×rows pane (raw, no output processing,
@@ -157,23 +138,7 @@ func emuState(data []byte, cols, rows int) (tmuxState, *Terminal) {
 }
 
 // diffText shows the rows where two screens differ.
-func diffText(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var a, c string
-		if i < len(w) {
-			a = w[i]
-		}
-		if i < len(g) {
-			c = g[i]
-		}
-		if a != c {
-			fmt.Fprintf(&b, "row %d:\n  tmux %q\n  vt   %q\n", i, a, c)
-		}
-	}
-	return b.String()
-}
+func diffText(want, got string) string { return tmuxtest.DiffRows(want, got, "tmux", "vt") }
 
 // oracleCase is a byte stream and the size to show it at.
 type oracleCase struct {

@@ -96,6 +96,38 @@ func expectClosed(t *testing.T, c net.Conn, bound time.Duration) {
 	}
 }
 
+// attackDaemon serves a daemon of the default configuration in this
+// process for an attack test, under a Guard of two minutes, and returns
+// its client, its state directory and the environment of the commands
+// the test runs (the Guard's marker).
+func attackDaemon(t *testing.T) (c *client.Client, state string, env []string) {
+	t.Helper()
+	env = testproc.Env(testproc.Guard(t, 120*time.Second))
+	c = serveDaemon(t, server.Config{Config: daemon.Config{}})
+	return c, c.StateDir(), env
+}
+
+// execRecorded sends on wc an exec in session whose shell records its
+// pid and then runs rest, announcing stdin or not, and returns that pid
+// once the shell has written it.
+func execRecorded(t *testing.T, wc *wire.Conn, session, rest string, env []string, stdin bool) int {
+	t.Helper()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: session,
+		Command: "echo $$ > " + pidFile + "; " + rest, Dir: "/", Env: env, Stdin: stdin}})
+	return testproc.PidFile(t, pidFile, 20*time.Second)
+}
+
+// expectStopped checks that, after the daemon refused the call on wc, it
+// closes wc within 10 s and the command pid that ran on it is gone.
+func expectStopped(t *testing.T, wc *wire.Conn, pid int) {
+	t.Helper()
+	expectClosed(t, wc.Net(), 10*time.Second)
+	if testproc.Alive(pid) {
+		t.Errorf("the command (pid %d) still runs after its call was refused", pid)
+	}
+}
+
 // wellBehaved checks that a fresh client is served: a command runs in
 // session "probe" and a list answers.
 func wellBehaved(t *testing.T, state string, env []string) {
@@ -136,10 +168,7 @@ func rssKiB(t *testing.T) int {
 // it is refused at its header (nothing of it read), saying which frame
 // and which bound, and the connection closes; the daemon serves on.
 func TestAttackFrameBounds(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	_, state, env := attackDaemon(t)
 
 	t.Run("hello at its bound", func(t *testing.T) {
 		h := []byte(`{"protocol":"corral","versions":[1]}`)
@@ -193,11 +222,8 @@ func TestAttackFrameBounds(t *testing.T) {
 		{"kill past the control bound", wire.FrameKill, wire.MaxControl + 1, `'k' frame of 4194305 bytes`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pidFile := filepath.Join(t.TempDir(), "pid")
 			wc := rawConn(t, state)
-			wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "bounds",
-				Command: "echo $$ > " + pidFile + "; exec sleep 60", Dir: "/", Env: env, Stdin: true}})
-			pid := testproc.PidFile(t, pidFile, 20*time.Second)
+			pid := execRecorded(t, wc, "bounds", "exec sleep 60", env, true)
 			if tc.typ == wire.FrameStdin {
 				// One at the bound first: taken.
 				if err := wc.WriteFrame(wire.FrameStdin, make([]byte, wire.MaxStdin)); err != nil {
@@ -206,10 +232,7 @@ func TestAttackFrameBounds(t *testing.T) {
 			}
 			wc.Net().Write(header(tc.typ, tc.n))
 			expectError(t, wc, wire.KindBadRequest, tc.want)
-			expectClosed(t, wc.Net(), 10*time.Second)
-			if testproc.Alive(pid) {
-				t.Errorf("the command (pid %d) still runs after its call was refused", pid)
-			}
+			expectStopped(t, wc, pid)
 		})
 	}
 	wellBehaved(t, state, env)
@@ -222,10 +245,7 @@ func TestAttackFrameBounds(t *testing.T) {
 // connections hold every slot only that long: a 65th client waits in the
 // backlog, then is served.
 func TestAttackSlowloris(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	_, state, env := attackDaemon(t)
 	bound := wire.HandshakeBound + 5*time.Second
 
 	for _, tc := range []struct {
@@ -319,10 +339,7 @@ func TestAttackRepliesNeverRead(t *testing.T) {
 // are refused, saying what was wrong; an exec call broken so stops its
 // command; the daemon serves on.
 func TestAttackOutOfOrder(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	_, state, env := attackDaemon(t)
 
 	for _, tc := range []struct {
 		name  string
@@ -366,11 +383,8 @@ func TestAttackOutOfOrder(t *testing.T) {
 		{"an unknown frame during an exec", false, [][]byte{frame(0, nil)}, `a '\x00' frame`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pidFile := filepath.Join(t.TempDir(), "pid")
 			wc := rawConn(t, state)
-			wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "order",
-				Command: "echo $$ > " + pidFile + "; exec sleep 60", Dir: "/", Env: env, Stdin: tc.stdin}})
-			pid := testproc.PidFile(t, pidFile, 20*time.Second)
+			pid := execRecorded(t, wc, "order", "exec sleep 60", env, tc.stdin)
 			for _, f := range tc.send {
 				wc.Net().Write(f)
 			}
@@ -378,10 +392,7 @@ func TestAttackOutOfOrder(t *testing.T) {
 			if !strings.Contains(e.Message, "the command was stopped") {
 				t.Errorf("the refusal does not say what became of the command: %q", e.Message)
 			}
-			expectClosed(t, wc.Net(), 10*time.Second)
-			if testproc.Alive(pid) {
-				t.Errorf("the command (pid %d) still runs after its call was refused", pid)
-			}
+			expectStopped(t, wc, pid)
 		})
 	}
 	wellBehaved(t, state, env)
@@ -391,10 +402,7 @@ func TestAttackOutOfOrder(t *testing.T) {
 // cannot take, is refused with what was wrong, and the connection goes on
 // to serve the next call; none of it runs anything.
 func TestAttackMalformedJSON(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	_, state, env := attackDaemon(t)
 	witness := filepath.Join(t.TempDir(), "ran")
 	exec := func(fields string) string {
 		return `{"call":"exec","exec":{"session":"j","command":"echo ran >> ` + witness + `","dir":"/"` + fields + `}}`
@@ -490,10 +498,7 @@ func TestAttackPeerHelper(t *testing.T) {
 // the daemon's pid; the daemon serves on.
 func TestAttackOtherUID(t *testing.T) {
 	u := testproc.NewUser(t)
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	c, state, env := attackDaemon(t)
 	sock := wire.SocketPath(state)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -645,10 +650,7 @@ func execRaw(t *testing.T, wc *wire.Conn, e *wire.Exec) (string, byte, []byte) {
 // before anything is created, saying what is wrong; nothing appears
 // outside the state directory's sessions/.
 func TestAttackNamesAndPaths(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	_, state, env := attackDaemon(t)
 	before, _ := os.ReadDir(state)
 	wc := rawConn(t, state)
 	long := strings.Repeat("a", 65)
@@ -715,10 +717,7 @@ func TestAttackNamesAndPaths(t *testing.T) {
 // of microseconds), so is a signal no system has; what fits is taken as
 // asked.
 func TestAttackNumbers(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	_, state, env := attackDaemon(t)
 	wc := rawConn(t, state)
 	for _, tc := range []struct {
 		name    string
@@ -760,10 +759,7 @@ func TestAttackNumbers(t *testing.T) {
 	// violation (before the fix the kill failed, the grace ran out, then
 	// SIGKILL: 5 s for a cancel that named a signal that cannot be sent);
 	// the command stops.
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "n",
-		Command: "echo $$ > " + pidFile + "; exec sleep 60", Dir: "/", Env: env}})
-	pid := testproc.PidFile(t, pidFile, 20*time.Second)
+	pid := execRecorded(t, wc, "n", "exec sleep 60", env, false)
 	wc.WriteJSON(wire.FrameCancel, wire.Cancel{Signal: 1 << 40})
 	expectError(t, wc, wire.KindBadRequest, "signal 1099511627776, which is not a signal")
 	if testproc.Alive(pid) {
@@ -966,10 +962,7 @@ func TestAttackShellEnv(t *testing.T) {
 // or error frame on the side still open; one that half-closes before its
 // Hello is closed at once.
 func TestAttackHalfClose(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	_, state, env := attackDaemon(t)
 
 	nc := dialRaw(t, state).(*net.UnixConn)
 	nc.CloseWrite()
@@ -977,11 +970,8 @@ func TestAttackHalfClose(t *testing.T) {
 	expectClosed(t, nc, 5*time.Second)
 	t.Logf("half-closed before its Hello: closed after %v", time.Since(began).Round(time.Millisecond))
 
-	pidFile := filepath.Join(t.TempDir(), "pid")
 	wc := rawConn(t, state)
-	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "half",
-		Command: "echo $$ > " + pidFile + "; echo one; exec sleep 60", Dir: "/", Env: env}})
-	pid := testproc.PidFile(t, pidFile, 20*time.Second)
+	pid := execRecorded(t, wc, "half", "echo one; exec sleep 60", env, false)
 	wc.Net().(*net.UnixConn).CloseWrite()
 	wc.Net().SetReadDeadline(time.Now().Add(30 * time.Second))
 	var out strings.Builder
@@ -1013,10 +1003,7 @@ func TestAttackHalfClose(t *testing.T) {
 // handshake bound; the daemon's heap comes back down once they are
 // closed. The figures go to the log.
 func TestAttackMemory(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
+	_, state, env := attackDaemon(t)
 	heap := func() uint64 {
 		runtime.GC()
 		var m runtime.MemStats
@@ -1104,15 +1091,9 @@ func TestAttackIdleSlots(t *testing.T) {
 // the connection while the queue is full. Before the fix the command ran
 // on, its session busy and the connection's slot held, for ever.
 func TestAttackStdinNeverRead(t *testing.T) {
-	mark := testproc.Guard(t, 120*time.Second)
-	env := testproc.Env(mark)
-	c := serveDaemon(t, server.Config{Config: daemon.Config{}})
-	state := c.StateDir()
-	pidFile := filepath.Join(t.TempDir(), "pid")
+	c, state, env := attackDaemon(t)
 	wc := rawConn(t, state)
-	wc.WriteJSON(wire.FrameCall, wire.Call{Call: wire.CallExec, Exec: &wire.Exec{Session: "deaf",
-		Command: "echo $$ > " + pidFile + "; exec sleep 3600", Dir: "/", Env: env, Stdin: true}})
-	pid := testproc.PidFile(t, pidFile, 20*time.Second)
+	pid := execRecorded(t, wc, "deaf", "exec sleep 3600", env, true)
 	chunk := frame(wire.FrameStdin, make([]byte, wire.MaxStdin))
 	sent := make(chan int, 1)
 	go func() {
