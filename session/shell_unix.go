@@ -84,11 +84,9 @@ type shell struct {
 	status   int
 	stdinSet bool
 	execFn   bool // the last command left a function named exec (bash)
-	// functrace: the last command left set -T on; debugTrap: a DEBUG
-	// trap may be set (see keepsDebug): always, since a command may set
-	// one without naming it (a file it sources, as bash-preexec does).
-	// flagsKnown: the shell has reported its flags (see exec).
-	functrace, debugTrap, flagsKnown bool
+	// functrace: the last command left set -T on; flagsKnown: the shell
+	// has reported its flags (see exec).
+	functrace, flagsKnown bool
 	// code: our end of the file the shell sources each command from
 	// (writeCode), at codePath; codeClosed: the shell is stopped or let
 	// go.
@@ -110,8 +108,12 @@ type shell struct {
 	mu sync.Mutex
 	// ours: the session's pipes, by what they are (0: stdout, 1:
 	// stderr); live: the commands' FIFOs whose readers run.
-	ours      map[FileID]int
-	live      map[*cmdPipe]struct{}
+	ours map[FileID]int
+	live map[*cmdPipe]struct{}
+	// free: FIFOs kept for later commands, by stream (takeFree);
+	// noFree: the shell is stopped or let go, nothing more is kept.
+	free      [2][]*cmdPipe
+	noFree    bool
 	cur       *sink // the running command's sink, nil between commands
 	cwd       string
 	env       []string
@@ -257,11 +259,10 @@ func makePipes() (*shellEnds, error) {
 func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 	sh := &shell{
 		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams, writers: ends.writers,
-		proto:     protoFor(cfg.Shell, cfg.HoldDir),
-		debugTrap: true,
-		eof:       [2]chan struct{}{make(chan struct{}), make(chan struct{})},
-		detached:  make(chan struct{}),
-		live:      map[*cmdPipe]struct{}{},
+		proto:    protoFor(cfg.Shell, cfg.HoldDir),
+		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
+		detached: make(chan struct{}),
+		live:     map[*cmdPipe]struct{}{},
 	}
 	for i, f := range ends.streams {
 		var st syscall.Stat_t
@@ -842,14 +843,15 @@ func codeText(code string, xtrace, verbose, untrace bool, status string) string 
 }
 
 // keepsDebug says whether a command's line turns functrace on for its
-// file (codeText's untrace): when a DEBUG trap may be set (debug: a
-// command of this shell named DEBUG, see mayTrapDebug), functrace is off,
-// and not under verbose alone (the file's first line, where it would be
-// turned off, is echoed). It costs bash about 15 us a command (a set on
-// the line, read a byte per system call, and one in the file), so it is
-// paid only after a command that may have set the trap.
-func keepsDebug(debug, functrace, xtrace, verbose bool) bool {
-	return debug && !functrace && (xtrace || !verbose)
+// file (codeText's untrace), so that a DEBUG trap keeps firing in it: when
+// functrace is off, and not under verbose alone (the file's first line,
+// where it would be turned off, is echoed). A trap may be set without
+// the command naming it (a file it sources, as bash-preexec does), and
+// inside F (a function without functrace) trap -p does not show it, so
+// every command pays it: about 15 us (a set on the line, read a byte per
+// system call, and one in the file).
+func keepsDebug(functrace, xtrace, verbose bool) bool {
+	return !functrace && (xtrace || !verbose)
 }
 
 // hasCommands says whether code holds anything but blank lines and
@@ -963,7 +965,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		src = filepath.Join(dir, codeName)
 		// Until the shell has reported its flags (after Attach), set -T
 		// might be the user's: the file's set +T would take it.
-		keepDebug = sh.flagsKnown && keepsDebug(sh.debugTrap, sh.functrace, sh.xtrace, sh.verbose)
+		keepDebug = sh.flagsKnown && keepsDebug(sh.functrace, sh.xtrace, sh.verbose)
 		st := ""
 		if keepDebug && !sh.xtrace {
 			// The file's set +T would clear $?: the file sets it.
@@ -990,7 +992,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		ps = sh.pipes
 	default:
 		var err error
-		if ps, err = cmdPipes(dir); err != nil {
+		if ps, err = sh.cmdPipes(dir); err != nil {
 			if in != nil {
 				in.close()
 			}
@@ -1374,6 +1376,7 @@ func (sh *shell) stopWith(sig os.Signal, grace time.Duration, escalate <-chan st
 		}
 		drain.Stop()
 		cutPipes(live)
+		sh.dropFree()
 		for i, f := range sh.streams {
 			f.SetReadDeadline(time.Now())
 			<-sh.eof[i]
@@ -1403,6 +1406,7 @@ func (sh *shell) detach() {
 		sh.closeCode()
 		sh.closeWriters()
 		cutPipes(sh.livePipes())
+		sh.dropFree()
 		for i, f := range sh.streams {
 			f.Close()
 			<-sh.eof[i]
