@@ -202,3 +202,4 @@ func TestAttachRemovesLeftFifos(t *testing.T) {
 		}
 	})
 }
+

@@ -67,11 +67,22 @@ type cmdPipe struct {
 	adopted bool
 }
 
-// newCmdPipe makes a FIFO in dir and opens our ends, never waiting.
-func newCmdPipe(dir, prefix string) (*cmdPipe, error) {
-	path := filepath.Join(dir, prefix+newNonce())
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		return nil, err
+// newCmdPipe makes a FIFO in dir and opens our ends, never waiting. Its
+// name is prefix and the shell's next number: short, as bash reads the
+// names a byte per system call (foArgs); a name taken (by what an earlier
+// owner left) moves on to the next number.
+func (sh *shell) newCmdPipe(dir, prefix string) (*cmdPipe, error) {
+	var path string
+	for tries := 0; ; tries++ {
+		sh.pipeSeq++
+		path = filepath.Join(dir, prefix+strconv.FormatUint(sh.pipeSeq, 36))
+		err := syscall.Mkfifo(path, 0o600)
+		if err == nil {
+			break
+		}
+		if err != syscall.EEXIST || tries == 100 {
+			return nil, err
+		}
 	}
 	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -122,7 +133,7 @@ func (sh *shell) cmdPipes(dir string) ([2]*cmdPipe, error) {
 		p := sh.takeFree(i, dir)
 		var err error
 		if p == nil {
-			p, err = newCmdPipe(dir, prefix)
+			p, err = sh.newCmdPipe(dir, prefix)
 		}
 		if err != nil {
 			if ps[0] != nil {
@@ -284,6 +295,31 @@ func outRedirs(ps [2]*cmdPipe, kinds [2]int, merged bool) string {
 		b.WriteString(quote(ps[kind].path))
 	}
 	return b.String()
+}
+
+// foArgs is outRedirs as the arguments of bash's Fo (prelude): the names
+// of the FIFOs for the shell's descriptors 1 and 2, "-" for one left as it
+// is; nil when a FIFO is not in dir (Fo's directory) or its name is not
+// one Fo can take unquoted.
+func foArgs(ps [2]*cmdPipe, kinds [2]int, merged bool, dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	args := []string{"-", "-"}
+	for j, kind := range kinds {
+		if kind < 0 {
+			continue
+		}
+		if j == 1 && merged {
+			kind = 0
+		}
+		name := filepath.Base(ps[kind].path)
+		if filepath.Dir(ps[kind].path) != filepath.Clean(dir) || quoteIfNeeded(name) != name || name == "-" {
+			return nil
+		}
+		args[j] = name
+	}
+	return args
 }
 
 // readPipe hands what stream i's FIFO p brings to the sink k while k takes

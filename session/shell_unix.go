@@ -100,6 +100,9 @@ type shell struct {
 	pipes      [2]*cmdPipe
 	lastMerged bool
 	streamIDs  [2]FileID
+	// pipeSeq numbers the FIFOs the shell makes (newCmdPipe); only the
+	// command running uses it.
+	pipeSeq uint64
 	// outMu[i] orders what stream i's session pipe and command FIFO
 	// hand to a sink (cmdpipe_unix.go).
 	outMu [2]sync.Mutex
@@ -259,7 +262,7 @@ func makePipes() (*shellEnds, error) {
 func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 	sh := &shell{
 		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams, writers: ends.writers,
-		proto:    protoFor(cfg.Shell, cfg.HoldDir),
+		proto:    protoFor(cfg.Shell, cfg.fifoDir),
 		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
 		detached: make(chan struct{}),
 		live:     map[*cmdPipe]struct{}{},
@@ -528,7 +531,7 @@ const heldChannelFd = "254"
 
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
-func protoFor(path, holdDir string) protocol {
+func protoFor(path, fifoDir string) protocol {
 	var b [5]byte
 	rand.Read(b[:])
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -540,6 +543,7 @@ func protoFor(path, holdDir string) protocol {
 	switch filepath.Base(path) {
 	case "bash":
 		p.kind = bashProto
+		p.dir = fifoDir
 	case "zsh":
 		p.kind = zshProto
 	}
@@ -559,6 +563,9 @@ const (
 type protocol struct {
 	kind protoKind
 	fn   string
+	// dir, for bash, is the directory of the commands' FIFOs, written
+	// into Fo (prelude): "" when there is none.
+	dir string
 }
 
 // markTo is the redirection that sends a marker to the shell's copy of
@@ -619,8 +626,28 @@ func (p protocol) prelude(held bool) string {
 	b.WriteString(p.fn + "() { " + first + head + tail)
 	b.WriteString(p.fn + "e() { " + first + envHead + tail)
 	b.WriteString(p.fn + "s() { " + ex + `return "$1"; }` + "\n")
+	if p.kind == bashProto && p.dir != "" {
+		// Fo O E T gives the shell's descriptors 1 and 2 the command's
+		// FIFOs named O and E in dir ("-": left as they are) and turns
+		// functrace on if T is "T" (keepsDebug): bash reads its
+		// command line a byte per system call, and the FIFOs' paths and
+		// the set on the line were most of it (about 100 of 190 bytes).
+		// case is syntax, and builtin is bash's: no command can redefine
+		// them. The exec must be exec itself (builtin exec would undo its
+		// redirections when it returns, as for any builtin's): a
+		// function named exec would take it, so after a command that left
+		// one (execFn) the line does without Fo.
+		d := quote(p.dir + "/")
+		b.WriteString(p.fn + "o() { case $1 in -) ;; *) \\exec 1<>" + d + `"$1";; esac; ` +
+			"case $2 in -) ;; *) \\exec 2<>" + d + `"$2";; esac; ` +
+			"case $3 in T) builtin set -T;; esac; }\n")
+	}
 	if p.kind == bashProto {
-		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e " + p.fn + "s\n")
+		fns := p.fn + " " + p.fn + "e " + p.fn + "s"
+		if p.dir != "" {
+			fns += " " + p.fn + "o"
+		}
+		b.WriteString("builtin readonly -f " + fns + "\n")
 	}
 	return b.String()
 }
@@ -671,7 +698,11 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 // src, when not "" (bash), is the file that holds the code as codeText
 // made it: the line sources it instead of evaluating the code (see
 // codeName); keepDebug turns functrace on for it (keepsDebug).
-func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool, outs, src string, keepDebug bool) string {
+//
+// fo, when given, is Fo's arguments (prelude, foArgs): the call of Fo
+// gives the command its FIFOs and functrace in place of outs and set -T
+// (bash with a code file, no function named exec).
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool, outs, src string, keepDebug bool, fo ...string) string {
 	var b strings.Builder
 	b.Grow(len(code) + 56 + len(p.fn) + len(stdin) + len(outs))
 	if unsetEval {
@@ -685,6 +716,15 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 		in = "<" + quote(stdin)
 	case nullStdin:
 		in = "</dev/null"
+	}
+	if len(fo) == 2 && src != "" && !redirStdin {
+		b.WriteString(p.fn + "o " + fo[0] + " " + fo[1])
+		if keepDebug {
+			b.WriteString(" T;")
+		} else {
+			b.WriteString(" -;")
+		}
+		outs, keepDebug = "", false
 	}
 	if !redirStdin && (in != "" || outs != "") {
 		b.WriteString("\\exec ")
@@ -984,6 +1024,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	merged := corral.SameWriter(opts.Stdout, opts.Stderr)
 	var ps [2]*cmdPipe // the command's own stdout and stderr (cmdpipe_unix.go)
 	outs, fresh := "", false
+	var fo []string // Fo's arguments (foArgs)
 	switch {
 	case opts.snapshot || dir == "":
 	case sh.verbose && sh.proto.kind == posixProto && sh.pipes[0] != nil:
@@ -1001,9 +1042,12 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		kinds := sh.fdKinds()
 		outs, fresh = outRedirs(ps, kinds, merged), true
 		sh.lastMerged = merged && kinds[1] >= 0
+		if src != "" {
+			fo = foArgs(ps, kinds, merged, sh.proto.dir)
+		}
 	}
 	k.pipes = ps
-	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, status, sh.stdinSet, sh.execFn, merged && !fresh, outs, src, keepDebug)
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, status, sh.stdinSet, sh.execFn, merged && !fresh, outs, src, keepDebug, fo...)
 	sh.stdinSet = stdin != "" && !sh.execFn
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
