@@ -203,3 +203,31 @@ func TestAttachRemovesLeftFifos(t *testing.T) {
 	})
 }
 
+// TestAttachMissesTheShellsFifo: a daemon killed just as a command ended
+// leaves a shell whose descriptor 1 is, for a moment, the marker pipe its
+// protocol function writes to; Attach, looking then, saw no FIFO of a
+// command to take over, and the shell went back to the last command's
+// FIFO, which nobody read: every later command's output stayed in it (an
+// empty stdout, 1 in 40 runs of TestAttachRemovesLeftFifos under dash).
+// The hook makes Attach miss it every time; the next command takes it
+// over instead. Failed before the fix: after Attach: "".
+func TestAttachMissesTheShellsFifo(t *testing.T) {
+	heldCases(t, func(t *testing.T, sh string, iso corral.Isolation, mark string) {
+		cfg, lastID := heldConfig(t, sh, iso, mark)
+		s1 := newSession(t, cfg, mark)
+		mustRun(t, s1, "echo one")
+		last := s1.State()
+		if err := s1.Detach(); err != nil {
+			t.Fatal(err)
+		}
+		testHookNoAdopt = true
+		s2 := mustAttach(t, cfg, lastID(), last)
+		testHookNoAdopt = false
+		for i := 0; i < 3; i++ {
+			out, errs, _, err := run(t, s2, "echo two; echo e >&2")
+			if err != nil || out != "two\n" || errs != "e\n" {
+				t.Fatalf("after Attach: %q %q %v", out, errs, err)
+			}
+		}
+	})
+}

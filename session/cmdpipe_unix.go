@@ -265,6 +265,13 @@ func (sh *shell) fdKinds() [2]int {
 		}
 		sh.mu.Unlock()
 		if !ok {
+			// A FIFO an earlier owner made that Attach did not take over
+			// (descriptor 1 was a marker pipe for a moment as it looked):
+			// taken over now, else every later command's output would
+			// stay in it.
+			kind, ok = sh.adoptFd(j + 1)
+		}
+		if !ok {
 			kinds[j] = -1
 			continue
 		}
@@ -442,51 +449,69 @@ func cutPipes(live []*cmdPipe) {
 // as its descriptors 1 and 2 (its last owner made them and is gone): what
 // is in them, and what its jobs write there later, is background output,
 // and the next command's FIFOs take their places. Only a FIFO of ours that
-// no one else may open is opened (through /proc: its name is gone).
+// no one else may open is opened (through /proc: its name may be gone).
+// One it misses is taken over by the next command (fdKinds).
 func (sh *shell) adoptPipes() {
-	pid := strconv.Itoa(sh.pid())
-	for j := 1; j <= 2; j++ {
-		link := "/proc/" + pid + "/fd/" + strconv.Itoa(j)
-		name, err := os.Readlink(link)
-		if err != nil {
-			continue
-		}
-		kind := -1
-		switch base := filepath.Base(name); {
-		case strings.HasPrefix(base, "o-"):
-			kind = 0
-		case strings.HasPrefix(base, "e-"):
-			kind = 1
-		default:
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(link, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
-			continue
-		}
-		id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
-		sh.mu.Lock()
-		seen := false
-		for p := range sh.live {
-			seen = seen || p.id == id
-		}
-		sh.mu.Unlock()
-		if seen {
-			continue // 1 and 2 are the same FIFO
-		}
-		r, err := os.OpenFile(link, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			continue
-		}
-		var got unix.Stat_t
-		if unix.Fstat(int(r.Fd()), &got) != nil || got.Dev != st.Dev || got.Ino != st.Ino {
-			r.Close()
-			continue
-		}
-		p := &cmdPipe{path: strings.TrimSuffix(name, " (deleted)"), id: id, kind: kind, r: r, done: make(chan struct{}), adopted: true}
-		sh.mu.Lock()
-		sh.live[p] = struct{}{}
-		sh.mu.Unlock()
-		go sh.readPipe(j-1, p)
+	if testHookNoAdopt {
+		return
 	}
+	for j := 1; j <= 2; j++ {
+		sh.adoptFd(j)
+	}
+}
+
+// testHookNoAdopt, set, makes Attach adopt nothing, as when the shell's
+// descriptor 1 was for a moment a marker pipe (see fdKinds) as it looked.
+var testHookNoAdopt bool
+
+// adoptFd takes over the shell's descriptor j (1 or 2) if it is one of
+// the commands' FIFOs in the session's directory, made by an earlier
+// owner, that no one else may open, and returns its stream (0 or 1); ok is
+// false if it is not such a FIFO. A FIFO taken over already gives its
+// stream again.
+func (sh *shell) adoptFd(j int) (kind int, ok bool) {
+	link := "/proc/" + strconv.Itoa(sh.pid()) + "/fd/" + strconv.Itoa(j)
+	name, err := os.Readlink(link)
+	if err != nil {
+		return -1, false
+	}
+	name = strings.TrimSuffix(name, " (deleted)")
+	switch base := filepath.Base(name); {
+	case filepath.Dir(name) != filepath.Clean(sh.cfg.fifoDir):
+		return -1, false
+	case strings.HasPrefix(base, "o-"):
+		kind = 0
+	case strings.HasPrefix(base, "e-"):
+		kind = 1
+	default:
+		return -1, false
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(link, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+		return -1, false
+	}
+	id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	sh.mu.Lock()
+	for p := range sh.live {
+		if p.id == id {
+			sh.mu.Unlock()
+			return p.kind, true // 1 and 2 are the same FIFO
+		}
+	}
+	sh.mu.Unlock()
+	r, err := os.OpenFile(link, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return -1, false
+	}
+	var got unix.Stat_t
+	if unix.Fstat(int(r.Fd()), &got) != nil || got.Dev != st.Dev || got.Ino != st.Ino {
+		r.Close()
+		return -1, false
+	}
+	p := &cmdPipe{path: name, id: id, kind: kind, r: r, done: make(chan struct{}), adopted: true}
+	sh.mu.Lock()
+	sh.live[p] = struct{}{}
+	sh.mu.Unlock()
+	go sh.readPipe(j-1, p)
+	return kind, true
 }
