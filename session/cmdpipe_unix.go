@@ -33,9 +33,23 @@ import (
 // The shell opens each FIFO read-write (<>), as a held shell's own FIFOs
 // are, so that neither it nor a background job gets SIGPIPE or an open
 // that waits, whoever reads; until the shell has it open, our own write end
-// keeps our reader from end of file. Once the command has ended both of ours
-// but the reader are closed, and the reader ends when the last writer
-// (the shell, at the next command's redirection, and the jobs) is gone.
+// keeps our reader from end of file. Once the command has ended our write
+// end is closed, and the reader ends when the last writer (the shell, at
+// the next command's redirection, and the jobs) is gone.
+//
+// A FIFO whose reader came to end of file is held by no one but us: it is
+// kept, its name and our read end open, for a later command (at most
+// maxFree of each stream; takeFree). Making a FIFO and removing its name
+// are journalled metadata changes, about 170 us each on this machine's
+// ext4 (the two FIFOs of every command made ExecTrue 4x slower); opening
+// a kept one costs an open of our write end, about 10 us. A FIFO a job
+// still holds is never reused: its reader has not come to end of file.
+
+// maxFree is how many FIFOs of each stream a shell keeps for reuse: two
+// serve commands that follow one another (the last command's FIFOs come
+// to end of file only once the next command's redirection has replaced
+// them).
+const maxFree = 2
 
 // cmdPipe is one of a command's two FIFOs, as we hold it.
 type cmdPipe struct {
@@ -48,13 +62,27 @@ type cmdPipe struct {
 	// k is the sink its output goes to while that takes it (nil: the
 	// background output); guarded by the shell's outMu of its stream.
 	k *sink
+	// adopted: taken over from an earlier owner (adoptPipes): never
+	// reused, as we did not make it.
+	adopted bool
 }
 
-// newCmdPipe makes a FIFO in dir and opens our ends, never waiting.
-func newCmdPipe(dir, prefix string) (*cmdPipe, error) {
-	path := filepath.Join(dir, prefix+newNonce())
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		return nil, err
+// newCmdPipe makes a FIFO in dir and opens our ends, never waiting. Its
+// name is prefix and the shell's next number: short, as bash reads the
+// names a byte per system call (foArgs); a name taken (by what an earlier
+// owner left) moves on to the next number.
+func (sh *shell) newCmdPipe(dir, prefix string) (*cmdPipe, error) {
+	var path string
+	for tries := 0; ; tries++ {
+		sh.pipeSeq++
+		path = filepath.Join(dir, prefix+strconv.FormatUint(sh.pipeSeq, 36))
+		err := syscall.Mkfifo(path, 0o600)
+		if err == nil {
+			break
+		}
+		if err != syscall.EEXIST || tries == 100 {
+			return nil, err
+		}
 	}
 	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
@@ -77,33 +105,111 @@ func newCmdPipe(dir, prefix string) (*cmdPipe, error) {
 	return &cmdPipe{path: path, id: FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, r: r, w: w, done: make(chan struct{})}, nil
 }
 
-// release closes our write end and removes the name: the shell, and any
-// job that inherited it, hold it now.
+// release closes our write end: the shell, and any job that inherited
+// it, hold it now. Its name stays until its reader ends (readPipe).
 func (p *cmdPipe) release() {
 	p.once.Do(func() {
-		p.w.Close()
-		os.Remove(p.path)
+		if p.w != nil {
+			p.w.Close()
+		}
 	})
 }
 
-// cmdPipes makes a command's two FIFOs.
-func cmdPipes(dir string) ([2]*cmdPipe, error) {
+// discard closes our read end and removes the FIFO's name, if the name
+// is still this FIFO's.
+func (p *cmdPipe) discard() {
+	var st unix.Stat_t
+	if unix.Lstat(p.path, &st) == nil && (FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}) == p.id {
+		os.Remove(p.path)
+	}
+	p.r.Close()
+}
+
+// cmdPipes gives a command its two FIFOs: kept ones (takeFree) where it
+// can, else new ones in dir.
+func (sh *shell) cmdPipes(dir string) ([2]*cmdPipe, error) {
 	var ps [2]*cmdPipe
 	for i, prefix := range []string{"o-", "e-"} {
-		p, err := newCmdPipe(dir, prefix)
-		if p != nil {
-			p.kind = i
+		p := sh.takeFree(i, dir)
+		var err error
+		if p == nil {
+			p, err = sh.newCmdPipe(dir, prefix)
 		}
 		if err != nil {
 			if ps[0] != nil {
 				ps[0].release()
-				ps[0].r.Close()
+				ps[0].discard()
 			}
 			return [2]*cmdPipe{}, err
 		}
+		p.kind = i
 		ps[i] = p
 	}
 	return ps, nil
+}
+
+// takeFree gives a kept FIFO of stream i in dir, with our write end
+// opened anew, or nil if none is kept (or the one kept is no longer what
+// its name names: then it is dropped). What someone wrote into it while it
+// was kept is background output.
+func (sh *shell) takeFree(i int, dir string) *cmdPipe {
+	for {
+		sh.mu.Lock()
+		n := len(sh.free[i])
+		if n == 0 {
+			sh.mu.Unlock()
+			return nil
+		}
+		p := sh.free[i][n-1]
+		sh.free[i] = sh.free[i][:n-1]
+		sh.mu.Unlock()
+		if filepath.Dir(p.path) != dir {
+			p.discard()
+			continue
+		}
+		w, err := os.OpenFile(p.path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			p.discard()
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(int(w.Fd()), &st) != nil || (FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}) != p.id {
+			w.Close()
+			p.r.Close() // the name is someone else's now
+			continue
+		}
+		np := &cmdPipe{path: p.path, id: p.id, r: p.r, w: w, done: make(chan struct{})}
+		if rc, err := np.r.SyscallConn(); err == nil {
+			var buf [4096]byte
+			rc.Control(func(fd uintptr) {
+				for {
+					n, err := syscall.Read(int(fd), buf[:])
+					if err == syscall.EINTR {
+						continue
+					}
+					if n <= 0 || err != nil {
+						return
+					}
+					sh.cfg.bg.add(i, buf[:n])
+				}
+			})
+		}
+		return np
+	}
+}
+
+// dropFree discards the kept FIFOs: the shell is stopped or let go.
+func (sh *shell) dropFree() {
+	sh.mu.Lock()
+	free := sh.free
+	sh.free = [2][]*cmdPipe{}
+	sh.noFree = true
+	sh.mu.Unlock()
+	for _, ps := range free {
+		for _, p := range ps {
+			p.discard()
+		}
+	}
 }
 
 // fdKinds tells, for the shell's descriptors 1 and 2, which of the
@@ -159,6 +265,13 @@ func (sh *shell) fdKinds() [2]int {
 		}
 		sh.mu.Unlock()
 		if !ok {
+			// A FIFO an earlier owner made that Attach did not take over
+			// (descriptor 1 was a marker pipe for a moment as it looked):
+			// taken over now, else every later command's output would
+			// stay in it.
+			kind, ok = sh.adoptFd(j + 1)
+		}
+		if !ok {
 			kinds[j] = -1
 			continue
 		}
@@ -191,19 +304,52 @@ func outRedirs(ps [2]*cmdPipe, kinds [2]int, merged bool) string {
 	return b.String()
 }
 
+// foArgs is outRedirs as the arguments of bash's Fo (prelude): the names
+// of the FIFOs for the shell's descriptors 1 and 2, "-" for one left as it
+// is; nil when a FIFO is not in dir (Fo's directory) or its name is not
+// one Fo can take unquoted.
+func foArgs(ps [2]*cmdPipe, kinds [2]int, merged bool, dir string) []string {
+	if dir == "" {
+		return nil
+	}
+	args := []string{"-", "-"}
+	for j, kind := range kinds {
+		if kind < 0 {
+			continue
+		}
+		if j == 1 && merged {
+			kind = 0
+		}
+		name := filepath.Base(ps[kind].path)
+		if filepath.Dir(ps[kind].path) != filepath.Clean(dir) || quoteIfNeeded(name) != name || name == "-" {
+			return nil
+		}
+		args[j] = name
+	}
+	return args
+}
+
 // readPipe hands what stream i's FIFO p brings to the sink k while k takes
 // it, and to the session's background output after. It holds the
 // stream's lock while it reads and delivers, so that a drain (by the
 // session pipe's reader, on a marker) and it never pass each other.
 func (sh *shell) readPipe(i int, p *cmdPipe) {
+	eof := false
 	defer func() {
 		// Out of live before our end closes: once it has, the FIFO's
 		// inode may be a new FIFO's, which fdKinds must not take for
-		// this one.
+		// this one. At end of file no one holds it: it is kept for a
+		// later command (takeFree).
 		sh.mu.Lock()
 		delete(sh.live, p)
+		keep := eof && !p.adopted && !sh.noFree && len(sh.free[p.kind]) < maxFree
+		if keep {
+			sh.free[p.kind] = append(sh.free[p.kind], p)
+		}
 		sh.mu.Unlock()
-		p.r.Close()
+		if !keep {
+			p.discard()
+		}
 		close(p.done)
 	}()
 	rc, err := p.r.SyscallConn()
@@ -232,6 +378,7 @@ func (sh *shell) readPipe(i int, p *cmdPipe) {
 			return true
 		})
 		if err != nil || rerr != nil || n == 0 {
+			eof = err == nil && rerr == nil && n == 0
 			return
 		}
 	}
@@ -302,52 +449,69 @@ func cutPipes(live []*cmdPipe) {
 // as its descriptors 1 and 2 (its last owner made them and is gone): what
 // is in them, and what its jobs write there later, is background output,
 // and the next command's FIFOs take their places. Only a FIFO of ours that
-// no one else may open is opened (through /proc: its name is gone).
+// no one else may open is opened (through /proc: its name may be gone).
+// One it misses is taken over by the next command (fdKinds).
 func (sh *shell) adoptPipes() {
-	pid := strconv.Itoa(sh.pid())
-	for j := 1; j <= 2; j++ {
-		link := "/proc/" + pid + "/fd/" + strconv.Itoa(j)
-		name, err := os.Readlink(link)
-		if err != nil {
-			continue
-		}
-		kind := -1
-		switch base := filepath.Base(name); {
-		case strings.HasPrefix(base, "o-"):
-			kind = 0
-		case strings.HasPrefix(base, "e-"):
-			kind = 1
-		default:
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(link, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
-			continue
-		}
-		id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
-		sh.mu.Lock()
-		seen := false
-		for p := range sh.live {
-			seen = seen || p.id == id
-		}
-		sh.mu.Unlock()
-		if seen {
-			continue // 1 and 2 are the same FIFO
-		}
-		r, err := os.OpenFile(link, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-		if err != nil {
-			continue
-		}
-		var got unix.Stat_t
-		if unix.Fstat(int(r.Fd()), &got) != nil || got.Dev != st.Dev || got.Ino != st.Ino {
-			r.Close()
-			continue
-		}
-		p := &cmdPipe{path: name, id: id, kind: kind, r: r, done: make(chan struct{})}
-		p.once.Do(func() {}) // nothing of ours to release
-		sh.mu.Lock()
-		sh.live[p] = struct{}{}
-		sh.mu.Unlock()
-		go sh.readPipe(j-1, p)
+	if testHookNoAdopt {
+		return
 	}
+	for j := 1; j <= 2; j++ {
+		sh.adoptFd(j)
+	}
+}
+
+// testHookNoAdopt, set, makes Attach adopt nothing, as when the shell's
+// descriptor 1 was for a moment a marker pipe (see fdKinds) as it looked.
+var testHookNoAdopt bool
+
+// adoptFd takes over the shell's descriptor j (1 or 2) if it is one of
+// the commands' FIFOs in the session's directory, made by an earlier
+// owner, that no one else may open, and returns its stream (0 or 1); ok is
+// false if it is not such a FIFO. A FIFO taken over already gives its
+// stream again.
+func (sh *shell) adoptFd(j int) (kind int, ok bool) {
+	link := "/proc/" + strconv.Itoa(sh.pid()) + "/fd/" + strconv.Itoa(j)
+	name, err := os.Readlink(link)
+	if err != nil {
+		return -1, false
+	}
+	name = strings.TrimSuffix(name, " (deleted)")
+	switch base := filepath.Base(name); {
+	case filepath.Dir(name) != filepath.Clean(sh.cfg.fifoDir):
+		return -1, false
+	case strings.HasPrefix(base, "o-"):
+		kind = 0
+	case strings.HasPrefix(base, "e-"):
+		kind = 1
+	default:
+		return -1, false
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(link, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
+		return -1, false
+	}
+	id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	sh.mu.Lock()
+	for p := range sh.live {
+		if p.id == id {
+			sh.mu.Unlock()
+			return p.kind, true // 1 and 2 are the same FIFO
+		}
+	}
+	sh.mu.Unlock()
+	r, err := os.OpenFile(link, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return -1, false
+	}
+	var got unix.Stat_t
+	if unix.Fstat(int(r.Fd()), &got) != nil || got.Dev != st.Dev || got.Ino != st.Ino {
+		r.Close()
+		return -1, false
+	}
+	p := &cmdPipe{path: name, id: id, kind: kind, r: r, done: make(chan struct{}), adopted: true}
+	sh.mu.Lock()
+	sh.live[p] = struct{}{}
+	sh.mu.Unlock()
+	go sh.readPipe(j-1, p)
+	return kind, true
 }

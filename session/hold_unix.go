@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -183,6 +184,22 @@ func removeHeldIn(d *os.File) {
 		unix.Unlinkat(int(d.Fd()), name, 0)
 	}
 	releaseStdinIn(d)
+	removeCmdPipesIn(d)
+}
+
+// removeCmdPipesIn removes the names of the commands' FIFOs (o-*, e-*)
+// in the open directory d: an owner that died left the ones it kept for
+// reuse (takeFree) and the ones still in use. Whoever holds one open
+// keeps it; a shell taken over has its own adopted through /proc
+// (adoptPipes), not by name.
+func removeCmdPipesIn(d *os.File) {
+	d.Seek(0, io.SeekStart) // d may have been read through already
+	ents, _ := d.ReadDir(-1)
+	for _, ent := range ents {
+		if n := ent.Name(); strings.HasPrefix(n, "o-") || strings.HasPrefix(n, "e-") {
+			unix.Unlinkat(int(d.Fd()), n, 0)
+		}
+	}
 }
 
 // releaseStdinIn ends every stdin FIFO left in the open directory d by an
@@ -285,8 +302,8 @@ func Attach(cfg Config, id corral.Identity, last State) (*Session, error) {
 	}
 	releaseStdinIn(d)
 	sh := newShell(&s.cfg, tree, ends)
-	sh.debugTrap = true // what its earlier owner ran is not known
 	sh.adoptPipes()
+	removeCmdPipesIn(d)
 	if _, err := sh.ctl.Write([]byte(sh.proto.prelude(true))); err != nil {
 		sh.stop(-1)
 		return nil, fmt.Errorf("session: take over shell %d: %w", id.Pid, err)

@@ -71,6 +71,9 @@ type Config struct {
 	// bg is the session's kept background output, shared by the copies
 	// of this Config that its shells get.
 	bg *background
+	// fifoDir is the session's directory of FIFOs (HoldDir, or a private
+	// one of its own), set by New.
+	fifoDir string
 
 	// OnHeld is OnStart for a held shell (HoldDir set), with the
 	// identities of the FIFOs made for it: record them with the shell's
@@ -189,6 +192,7 @@ func New(cfg Config) (*Session, error) {
 			return nil, fmt.Errorf("session: %w", err)
 		}
 	}
+	cfg.fifoDir = dir
 	s := &Session{cfg: cfg, dir: dir}
 	s.state = State{Cwd: cfg.Dir, Env: withoutStartupHooks(cfg.Env)}
 	return s, nil

@@ -84,11 +84,9 @@ type shell struct {
 	status   int
 	stdinSet bool
 	execFn   bool // the last command left a function named exec (bash)
-	// functrace: the last command left set -T on; debugTrap: a DEBUG
-	// trap may be set (see keepsDebug): always, since a command may set
-	// one without naming it (a file it sources, as bash-preexec does).
-	// flagsKnown: the shell has reported its flags (see exec).
-	functrace, debugTrap, flagsKnown bool
+	// functrace: the last command left set -T on; flagsKnown: the shell
+	// has reported its flags (see exec).
+	functrace, flagsKnown bool
 	// code: our end of the file the shell sources each command from
 	// (writeCode), at codePath; codeClosed: the shell is stopped or let
 	// go.
@@ -102,6 +100,9 @@ type shell struct {
 	pipes      [2]*cmdPipe
 	lastMerged bool
 	streamIDs  [2]FileID
+	// pipeSeq numbers the FIFOs the shell makes (newCmdPipe); only the
+	// command running uses it.
+	pipeSeq uint64
 	// outMu[i] orders what stream i's session pipe and command FIFO
 	// hand to a sink (cmdpipe_unix.go).
 	outMu [2]sync.Mutex
@@ -110,8 +111,12 @@ type shell struct {
 	mu sync.Mutex
 	// ours: the session's pipes, by what they are (0: stdout, 1:
 	// stderr); live: the commands' FIFOs whose readers run.
-	ours      map[FileID]int
-	live      map[*cmdPipe]struct{}
+	ours map[FileID]int
+	live map[*cmdPipe]struct{}
+	// free: FIFOs kept for later commands, by stream (takeFree);
+	// noFree: the shell is stopped or let go, nothing more is kept.
+	free      [2][]*cmdPipe
+	noFree    bool
 	cur       *sink // the running command's sink, nil between commands
 	cwd       string
 	env       []string
@@ -257,11 +262,10 @@ func makePipes() (*shellEnds, error) {
 func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 	sh := &shell{
 		cfg: cfg, tree: tree, ctl: ends.ctl, streams: ends.streams, writers: ends.writers,
-		proto:     protoFor(cfg.Shell, cfg.HoldDir),
-		debugTrap: true,
-		eof:       [2]chan struct{}{make(chan struct{}), make(chan struct{})},
-		detached:  make(chan struct{}),
-		live:      map[*cmdPipe]struct{}{},
+		proto:    protoFor(cfg.Shell, cfg.fifoDir),
+		eof:      [2]chan struct{}{make(chan struct{}), make(chan struct{})},
+		detached: make(chan struct{}),
+		live:     map[*cmdPipe]struct{}{},
 	}
 	for i, f := range ends.streams {
 		var st syscall.Stat_t
@@ -527,7 +531,7 @@ const heldChannelFd = "254"
 
 // protoFor returns the protocol of the shell at path, with a fresh name
 // for its functions.
-func protoFor(path, holdDir string) protocol {
+func protoFor(path, fifoDir string) protocol {
 	var b [5]byte
 	rand.Read(b[:])
 	const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -539,6 +543,7 @@ func protoFor(path, holdDir string) protocol {
 	switch filepath.Base(path) {
 	case "bash":
 		p.kind = bashProto
+		p.dir = fifoDir
 	case "zsh":
 		p.kind = zshProto
 	}
@@ -558,6 +563,9 @@ const (
 type protocol struct {
 	kind protoKind
 	fn   string
+	// dir, for bash, is the directory of the commands' FIFOs, written
+	// into Fo (prelude): "" when there is none.
+	dir string
 }
 
 // markTo is the redirection that sends a marker to the shell's copy of
@@ -618,8 +626,28 @@ func (p protocol) prelude(held bool) string {
 	b.WriteString(p.fn + "() { " + first + head + tail)
 	b.WriteString(p.fn + "e() { " + first + envHead + tail)
 	b.WriteString(p.fn + "s() { " + ex + `return "$1"; }` + "\n")
+	if p.kind == bashProto && p.dir != "" {
+		// Fo O E T gives the shell's descriptors 1 and 2 the command's
+		// FIFOs named O and E in dir ("-": left as they are) and turns
+		// functrace on if T is "T" (keepsDebug): bash reads its
+		// command line a byte per system call, and the FIFOs' paths and
+		// the set on the line were most of it (about 100 of 190 bytes).
+		// case is syntax, and builtin is bash's: no command can redefine
+		// them. The exec must be exec itself (builtin exec would undo its
+		// redirections when it returns, as for any builtin's): a
+		// function named exec would take it, so after a command that left
+		// one (execFn) the line does without Fo.
+		d := quote(p.dir + "/")
+		b.WriteString(p.fn + "o() { case $1 in -) ;; *) \\exec 1<>" + d + `"$1";; esac; ` +
+			"case $2 in -) ;; *) \\exec 2<>" + d + `"$2";; esac; ` +
+			"case $3 in T) builtin set -T;; esac; }\n")
+	}
 	if p.kind == bashProto {
-		b.WriteString("builtin readonly -f " + p.fn + " " + p.fn + "e " + p.fn + "s\n")
+		fns := p.fn + " " + p.fn + "e " + p.fn + "s"
+		if p.dir != "" {
+			fns += " " + p.fn + "o"
+		}
+		b.WriteString("builtin readonly -f " + fns + "\n")
 	}
 	return b.String()
 }
@@ -670,7 +698,11 @@ func (p protocol) commandLineV(code, nonce, stdin string, trackEnv, held, xtrace
 // src, when not "" (bash), is the file that holds the code as codeText
 // made it: the line sources it instead of evaluating the code (see
 // codeName); keepDebug turns functrace on for it (keepsDebug).
-func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool, outs, src string, keepDebug bool) string {
+//
+// fo, when given, is Fo's arguments (prelude, foArgs): the call of Fo
+// gives the command its FIFOs and functrace in place of outs and set -T
+// (bash with a code file, no function named exec).
+func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace, verbose, unsetEval bool, status int, nullStdin, execFn, merged bool, outs, src string, keepDebug bool, fo ...string) string {
 	var b strings.Builder
 	b.Grow(len(code) + 56 + len(p.fn) + len(stdin) + len(outs))
 	if unsetEval {
@@ -684,6 +716,15 @@ func (p protocol) commandLineS(code, nonce, stdin string, trackEnv, held, xtrace
 		in = "<" + quote(stdin)
 	case nullStdin:
 		in = "</dev/null"
+	}
+	if len(fo) == 2 && src != "" && !redirStdin {
+		b.WriteString(p.fn + "o " + fo[0] + " " + fo[1])
+		if keepDebug {
+			b.WriteString(" T;")
+		} else {
+			b.WriteString(" -;")
+		}
+		outs, keepDebug = "", false
 	}
 	if !redirStdin && (in != "" || outs != "") {
 		b.WriteString("\\exec ")
@@ -842,14 +883,15 @@ func codeText(code string, xtrace, verbose, untrace bool, status string) string 
 }
 
 // keepsDebug says whether a command's line turns functrace on for its
-// file (codeText's untrace): when a DEBUG trap may be set (debug: a
-// command of this shell named DEBUG, see mayTrapDebug), functrace is off,
-// and not under verbose alone (the file's first line, where it would be
-// turned off, is echoed). It costs bash about 15 us a command (a set on
-// the line, read a byte per system call, and one in the file), so it is
-// paid only after a command that may have set the trap.
-func keepsDebug(debug, functrace, xtrace, verbose bool) bool {
-	return debug && !functrace && (xtrace || !verbose)
+// file (codeText's untrace), so that a DEBUG trap keeps firing in it: when
+// functrace is off, and not under verbose alone (the file's first line,
+// where it would be turned off, is echoed). A trap may be set without
+// the command naming it (a file it sources, as bash-preexec does), and
+// inside F (a function without functrace) trap -p does not show it, so
+// every command pays it: about 15 us (a set on the line, read a byte per
+// system call, and one in the file).
+func keepsDebug(functrace, xtrace, verbose bool) bool {
+	return !functrace && (xtrace || !verbose)
 }
 
 // hasCommands says whether code holds anything but blank lines and
@@ -963,7 +1005,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		src = filepath.Join(dir, codeName)
 		// Until the shell has reported its flags (after Attach), set -T
 		// might be the user's: the file's set +T would take it.
-		keepDebug = sh.flagsKnown && keepsDebug(sh.debugTrap, sh.functrace, sh.xtrace, sh.verbose)
+		keepDebug = sh.flagsKnown && keepsDebug(sh.functrace, sh.xtrace, sh.verbose)
 		st := ""
 		if keepDebug && !sh.xtrace {
 			// The file's set +T would clear $?: the file sets it.
@@ -982,6 +1024,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	merged := corral.SameWriter(opts.Stdout, opts.Stderr)
 	var ps [2]*cmdPipe // the command's own stdout and stderr (cmdpipe_unix.go)
 	outs, fresh := "", false
+	var fo []string // Fo's arguments (foArgs)
 	switch {
 	case opts.snapshot || dir == "":
 	case sh.verbose && sh.proto.kind == posixProto && sh.pipes[0] != nil:
@@ -990,7 +1033,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		ps = sh.pipes
 	default:
 		var err error
-		if ps, err = cmdPipes(dir); err != nil {
+		if ps, err = sh.cmdPipes(dir); err != nil {
 			if in != nil {
 				in.close()
 			}
@@ -999,9 +1042,12 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 		kinds := sh.fdKinds()
 		outs, fresh = outRedirs(ps, kinds, merged), true
 		sh.lastMerged = merged && kinds[1] >= 0
+		if src != "" {
+			fo = foArgs(ps, kinds, merged, sh.proto.dir)
+		}
 	}
 	k.pipes = ps
-	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, status, sh.stdinSet, sh.execFn, merged && !fresh, outs, src, keepDebug)
+	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, status, sh.stdinSet, sh.execFn, merged && !fresh, outs, src, keepDebug, fo...)
 	sh.stdinSet = stdin != "" && !sh.execFn
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
@@ -1374,6 +1420,7 @@ func (sh *shell) stopWith(sig os.Signal, grace time.Duration, escalate <-chan st
 		}
 		drain.Stop()
 		cutPipes(live)
+		sh.dropFree()
 		for i, f := range sh.streams {
 			f.SetReadDeadline(time.Now())
 			<-sh.eof[i]
@@ -1403,6 +1450,7 @@ func (sh *shell) detach() {
 		sh.closeCode()
 		sh.closeWriters()
 		cutPipes(sh.livePipes())
+		sh.dropFree()
 		for i, f := range sh.streams {
 			f.Close()
 			<-sh.eof[i]

@@ -54,8 +54,9 @@ func TestVerboseEchoesOnlyTheUsersCode(t *testing.T) {
 // TestTrapsSeeCorralsLines pins what DEBUG and ERR traps still see of
 // corral's protocol in bash (why it cannot be helped: shell_unix.go, on
 // the protocol): a DEBUG trap fires three times before the code (for the
-// set -T that keeps the trap for the sourced file, the source, the file's
-// set +T) and once after it (for the protocol's call), besides once for
+// call of Fo, which gives the command its FIFOs and the set -T that keeps
+// the trap for the sourced file, the source, the file's set +T) and once
+// after it (for the protocol's call), besides once for
 // each of the code's commands; an ERR trap fires once more, for the source, after
 // a failing command. dash has neither trap.
 func TestTrapsSeeCorralsLines(t *testing.T) {
@@ -68,15 +69,15 @@ func TestTrapsSeeCorralsLines(t *testing.T) {
 			return
 		}
 		mustRun(t, s, `trap 'echo "D"' DEBUG`)
-		// Before the code (set -T, source, set +T), the code's two
+		// Before the code (Fo, source, set +T), the code's two
 		// commands, after it (the protocol's call).
-		if got := mustRun(t, s, "echo a; echo b"); got != "D\nD\nD\nD\na\nD\nb\nD\n" {
+		if got := mustRun(t, s, "echo a; echo b"); got != "D\nD\nD\na\nD\nb\nD\n" {
 			t.Fatalf("DEBUG trap: %q", got)
 		}
 		// Cleared by a command, the trap still fires for what comes
 		// before the code and for the trap builtin, not for the
 		// protocol's call.
-		if got := mustRun(t, s, "trap - DEBUG"); got != "D\nD\nD\nD\n" {
+		if got := mustRun(t, s, "trap - DEBUG"); got != "D\nD\nD\n" {
 			t.Fatalf("clearing the DEBUG trap: %q", got)
 		}
 		if got := mustRun(t, s, "echo a"); got != "a\n" {

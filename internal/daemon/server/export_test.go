@@ -9,3 +9,7 @@ const (
 
 // CallsInFlight is how many calls hold a call slot now.
 func (s *Server) CallsInFlight() int { return len(s.callSlots) }
+
+// SetJobFinishedHook sets a function run when a detached job has recorded
+// its end; nil removes it.
+func SetJobFinishedHook(f func()) { testHookJobFinished = f }

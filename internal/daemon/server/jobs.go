@@ -243,13 +243,26 @@ func (j *job) write(typ byte, p []byte) {
 }
 
 // finish records the command's last frame and ends the job's command.
+//
+// done is closed before the lock is let go, so no reader can send the
+// last frame before it is: a client given the last frame may send its
+// next call on the same connection at once, and the call's reader
+// (execCall.receive) takes a call frame for the next call only once done
+// is closed; before, it could take it for a second call during this one
+// and close the connection.
 func (j *job) finish(typ byte, payload []byte) {
 	j.mu.Lock()
 	j.ended, j.resTyp, j.res = time.Now(), typ, payload
+	close(j.done)
 	j.cond.Broadcast()
 	j.mu.Unlock()
-	close(j.done)
+	if testHookJobFinished != nil {
+		testHookJobFinished()
+	}
 }
+
+// testHookJobFinished, if set, runs when a job has recorded its end.
+var testHookJobFinished func()
 
 // attach adds a reader at off, which must be within what the log holds
 // (or what it will hold: the end, while the command runs).

@@ -253,3 +253,36 @@ func TestDrainWaitsForADetachedJob(t *testing.T) {
 		t.Errorf("no drained line:\n%s", logs.String())
 	}
 }
+
+// TestResumeThenNextCallAsTheJobEnds: a resume whose last frame comes as
+// the job ends, and the client's next call on the same connection at
+// once. The job recorded its end and let its readers send the last frame
+// before marking itself done; a next call that came in between was taken
+// for a second call during the resume and the connection closed ("lost
+// the daemon: EOF", seen under the race detector in CI). The hook widens
+// that moment to 300 ms.
+func TestResumeThenNextCallAsTheJobEnds(t *testing.T) {
+	mark := testproc.Guard(t, 60*time.Second)
+	server.SetJobFinishedHook(func() { time.Sleep(300 * time.Millisecond) })
+	t.Cleanup(func() { server.SetJobFinishedHook(nil) })
+	c := serveDaemon(t, server.Config{})
+	env := testproc.Env(mark)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := &cutWriter{after: 5, cancel: cancel}
+	var job string
+	if _, err := c.Exec(ctx, "s", "echo first; sleep 0.5; echo second", client.ExecOptions{Env: env, Dir: "/", Stdout: first, Stderr: first,
+		DetachOnDisconnect: true, OnJob: func(j string) { job = j }}); err == nil || job == "" {
+		t.Fatalf("the cut call: %v, job %q", err, job)
+	}
+	for i := 0; i < 3; i++ {
+		var out bytes.Buffer
+		res, err := c.Resume(context.Background(), job, 0, client.ExecOptions{Stdout: &out})
+		if err != nil || res.ExitCode != 0 || out.String() != "first\nsecond\n" {
+			t.Fatalf("resume %d: %v %+v %q", i, err, res, out.String())
+		}
+		if _, err := c.List(context.Background()); err != nil {
+			t.Fatalf("the call after resume %d: %v", i, err)
+		}
+	}
+}
