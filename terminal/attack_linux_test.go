@@ -172,8 +172,14 @@ func TestAttackHostileRequests(t *testing.T) {
 	}
 
 	// A resize flood on an attachment that never reads, beside a
-	// program flooding its terminal.
-	if err := tm.Send(ctx10(t), []byte("yes flood | head -c 30000000; echo done-flood\r")); err != nil {
+	// program flooding its terminal. Under the race detector the
+	// emulator is many times slower (30 MB took over 10 s in CI): a
+	// tenth of the flood there.
+	flood := "30000000"
+	if raceEnabled {
+		flood = "3000000"
+	}
+	if err := tm.Send(ctx10(t), []byte("yes flood | head -c "+flood+"; echo done-flood\r")); err != nil {
 		t.Fatal(err)
 	}
 	conn, err = net.Dial("unix", sock)
@@ -193,7 +199,11 @@ func TestAttackHostileRequests(t *testing.T) {
 		}
 	}
 	holder.WriteJSON(conn, holder.FrameResize, holder.Size{Cols: 80, Rows: 24})
-	waitText(t, tm, "^done-flood$")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if r, err := tm.Wait(ctx, WaitOptions{Text: "^done-flood$", Timeout: 80 * time.Second}); err != nil || r.Reason != "text" {
+		t.Fatalf("the flood never ended on the screen: %+v %v", r, err)
+	}
 	alive(t, tm, 80, 24)
 }
 
