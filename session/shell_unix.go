@@ -100,9 +100,11 @@ type shell struct {
 	pipes      [2]*cmdPipe
 	lastMerged bool
 	streamIDs  [2]FileID
-	// pipeSeq numbers the FIFOs the shell makes (newCmdPipe); only the
-	// command running uses it.
-	pipeSeq uint64
+	// pipeSeq numbers the FIFOs the shell makes (newCmdPipe); procSees:
+	// /proc shows the shell's descriptors (fdKinds looked once,
+	// procLooked). Only the command running uses them.
+	pipeSeq              uint64
+	procLooked, procSees bool
 	// outMu[i] orders what stream i's session pipe and command FIFO
 	// hand to a sink (cmdpipe_unix.go).
 	outMu [2]sync.Mutex
