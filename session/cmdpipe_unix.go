@@ -55,7 +55,8 @@ const maxFree = 2
 type cmdPipe struct {
 	path string
 	id   FileID
-	r, w *os.File
+	r    *os.File
+	w    int           // our write end (openWriteEnd), closed by release; -1 for one adopted
 	kind int           // 0: a stdout, 1: a stderr
 	done chan struct{} // closed when its reader has ended
 	once sync.Once     // release's
@@ -89,28 +90,45 @@ func (sh *shell) newCmdPipe(dir, prefix string) (*cmdPipe, error) {
 		os.Remove(path)
 		return nil, err
 	}
-	w, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	w, err := openWriteEnd(path)
 	if err != nil {
 		r.Close()
 		os.Remove(path)
 		return nil, err
 	}
 	var st unix.Stat_t
-	if err := unix.Fstat(int(w.Fd()), &st); err != nil {
+	if err := unix.Fstat(w, &st); err != nil {
 		r.Close()
-		w.Close()
+		syscall.Close(w)
 		os.Remove(path)
 		return nil, err
 	}
 	return &cmdPipe{path: path, id: FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, r: r, w: w, done: make(chan struct{})}, nil
 }
 
+// openWriteEnd opens our write end of the FIFO at path, never waiting
+// and without following a link. It is a bare descriptor, not an os.File:
+// nothing is written through it (it only keeps the reader from end of
+// file until the shell has opened the FIFO), so it needs no place in Go's
+// poller, whose registration and removal cost two system calls a FIFO.
+func openWriteEnd(path string) (int, error) {
+	for {
+		fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if err != syscall.EINTR {
+			if err != nil {
+				return -1, &os.PathError{Op: "open", Path: path, Err: err}
+			}
+			return fd, nil
+		}
+	}
+}
+
 // release closes our write end: the shell, and any job that inherited
 // it, hold it now. Its name stays until its reader ends (readPipe).
 func (p *cmdPipe) release() {
 	p.once.Do(func() {
-		if p.w != nil {
-			p.w.Close()
+		if p.w >= 0 {
+			syscall.Close(p.w)
 		}
 	})
 }
@@ -167,14 +185,14 @@ func (sh *shell) takeFree(i int, dir string) *cmdPipe {
 			p.discard()
 			continue
 		}
-		w, err := os.OpenFile(p.path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+		w, err := openWriteEnd(p.path)
 		if err != nil {
 			p.discard()
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Fstat(int(w.Fd()), &st) != nil || (FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}) != p.id {
-			w.Close()
+		if unix.Fstat(w, &st) != nil || (FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}) != p.id {
+			syscall.Close(w)
 			p.r.Close() // the name is someone else's now
 			continue
 		}
@@ -222,8 +240,13 @@ func (sh *shell) dropFree() {
 func (sh *shell) fdKinds() [2]int {
 	kinds := [2]int{0, 1}
 	pid := strconv.Itoa(sh.pid())
-	if _, err := os.Stat("/proc/" + pid + "/fd/" + strconv.Itoa(markOutFd)); err != nil {
-		return kinds // no /proc to look at (or the shell is gone)
+	if !sh.procLooked {
+		// Once per shell: whether there is a /proc to look at.
+		_, err := os.Stat("/proc/" + pid + "/fd/" + strconv.Itoa(markOutFd))
+		sh.procLooked, sh.procSees = true, err == nil
+	}
+	if !sh.procSees {
+		return kinds
 	}
 	for j := range kinds {
 		var st unix.Stat_t
@@ -508,7 +531,7 @@ func (sh *shell) adoptFd(j int) (kind int, ok bool) {
 		r.Close()
 		return -1, false
 	}
-	p := &cmdPipe{path: name, id: id, kind: kind, r: r, done: make(chan struct{}), adopted: true}
+	p := &cmdPipe{path: name, id: id, kind: kind, r: r, w: -1, done: make(chan struct{}), adopted: true}
 	sh.mu.Lock()
 	sh.live[p] = struct{}{}
 	sh.mu.Unlock()

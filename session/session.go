@@ -88,7 +88,11 @@ const TakeoverBound = time.Second
 
 // Options are the settings of one command.
 type Options struct {
-	// Stdin is the command's input; nil means end of file at once.
+	// Stdin is the command's input; nil means end of file at once. If a
+	// Read of it blocks past the command's end, Exec returns without
+	// waiting for it (as os/exec does without WaitDelay) and nothing
+	// more is read once it returns; otherwise Exec is done with Stdin
+	// when it returns.
 	Stdin io.Reader
 	// Stdout and Stderr receive the output as it is produced; nil discards.
 	Stdout io.Writer

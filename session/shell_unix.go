@@ -100,9 +100,11 @@ type shell struct {
 	pipes      [2]*cmdPipe
 	lastMerged bool
 	streamIDs  [2]FileID
-	// pipeSeq numbers the FIFOs the shell makes (newCmdPipe); only the
-	// command running uses it.
-	pipeSeq uint64
+	// pipeSeq numbers the FIFOs the shell makes (newCmdPipe); procSees:
+	// /proc shows the shell's descriptors (fdKinds looked once,
+	// procLooked). Only the command running uses them.
+	pipeSeq              uint64
+	procLooked, procSees bool
 	// outMu[i] orders what stream i's session pipe and command FIFO
 	// hand to a sink (cmdpipe_unix.go).
 	outMu [2]sync.Mutex
@@ -1487,8 +1489,11 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 // reading end: a shell opening a FIFO whose writers are all gone would
 // wait in open(2) for another.
 type fifo struct {
-	path string
-	stop chan struct{} // closed by close
+	path   string
+	stop   chan struct{} // closed by close
+	copied chan struct{} // closed once the copy from the caller's reader returned
+	// reading: the copy is in a Read of the caller's reader.
+	reading atomic.Bool
 
 	// mu guards our ends, nil once closed.
 	mu   sync.Mutex
@@ -1510,7 +1515,7 @@ func newFifo(path string, src io.Reader) (*fifo, error) {
 		os.Remove(path)
 		return nil, fmt.Errorf("session: stdin fifo: %w", err)
 	}
-	f := &fifo{path: path, r: r, w: w, stop: make(chan struct{})}
+	f := &fifo{path: path, r: r, w: w, stop: make(chan struct{}), copied: make(chan struct{})}
 	go f.feed(w, src)
 	return f, nil
 }
@@ -1518,7 +1523,11 @@ func newFifo(path string, src io.Reader) (*fifo, error) {
 // feed copies src to the FIFO, then ends the command's input once the
 // shell has its reading end open.
 func (f *fifo) feed(w *os.File, src io.Reader) {
-	_, err := io.Copy(w, src) // EPIPE when the command stops reading is not its failure
+	if testHookFeed != nil {
+		testHookFeed()
+	}
+	err := f.copy(w, src) // EPIPE when the command stops reading is not its failure
+	close(f.copied)
 	f.closeEnd(&f.r)
 	if err == nil {
 		// A writer that opens without waiting finds a reader: now that
@@ -1541,6 +1550,36 @@ func (f *fifo) feed(w *os.File, src io.Reader) {
 	f.closeEnd(&f.w)
 }
 
+// testHookFeed, if set, runs as a command's stdin copy starts.
+var testHookFeed func()
+
+// copy is io.Copy from src to w that reads nothing once close has been
+// called, and says when it is in a Read (close waits for it otherwise).
+func (f *fifo) copy(w *os.File, src io.Reader) error {
+	buf := make([]byte, 32<<10)
+	for {
+		select {
+		case <-f.stop:
+			return nil
+		default:
+		}
+		f.reading.Store(true)
+		n, rerr := src.Read(buf)
+		f.reading.Store(false)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
 func (f *fifo) closeEnd(end **os.File) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -1551,11 +1590,27 @@ func (f *fifo) closeEnd(end **os.File) {
 }
 
 // close ends the command's stdin: it closes our ends (the command, if it
-// still reads, gets end of file) and removes the FIFO. The copy from the
-// caller's reader may go on until that reader returns.
+// still reads, gets end of file) and removes the FIFO, then waits for
+// the copy from the caller's reader to end, so that the caller may use
+// its reader again once Exec returns (the race detector caught the copy
+// of a command that never read its stdin, scheduled late, reading a
+// reader the next command's copy read too). A copy in a Read that
+// blocks is not waited for: it goes on until that Read returns, and
+// reads no more. The wait is bounded all the same.
 func (f *fifo) close() {
 	close(f.stop)
 	f.closeEnd(&f.w)
 	f.closeEnd(&f.r)
 	os.Remove(f.path)
+	for end := time.Now().Add(time.Second); ; {
+		select {
+		case <-f.copied:
+			return
+		default:
+		}
+		if f.reading.Load() || time.Now().After(end) {
+			return
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
 }

@@ -134,3 +134,49 @@ func BenchmarkExecStdin(b *testing.B) {
 		})
 	}
 }
+
+// readsAfter is a reader that notes a Read made after its owner said it
+// was done with it (done).
+type readsAfter struct {
+	mu       sync.Mutex
+	done     bool
+	lateRead bool
+	r        io.Reader
+}
+
+func (r *readsAfter) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	r.lateRead = r.lateRead || r.done
+	r.mu.Unlock()
+	return r.r.Read(p)
+}
+
+// TestExecIsDoneWithStdinWhenItReturns: a command that never reads its
+// stdin may end before the copy from the caller's reader has started;
+// Exec returned then, and the copy read the caller's reader afterwards,
+// while the caller (here the next command) used it (the race detector
+// caught it in CI, two copies on one strings.Reader). The hook delays the
+// copy's start past the command's end; before the fix the reader was read
+// after Exec had returned.
+func TestExecIsDoneWithStdinWhenItReturns(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		testHookFeed = func() { time.Sleep(200 * time.Millisecond) }
+		defer func() { testHookFeed = nil }()
+		for i := 0; i < 3; i++ {
+			src := &readsAfter{r: strings.NewReader("unread\n")}
+			if _, _, r, err := run(t, s, "true", Options{Stdin: src, Timeout: 10 * time.Second}); err != nil {
+				t.Fatalf("%+v %v", r, err)
+			}
+			src.mu.Lock()
+			src.done = true
+			src.mu.Unlock()
+			time.Sleep(300 * time.Millisecond) // the copy, had it gone on, has read by now
+			src.mu.Lock()
+			late := src.lateRead
+			src.mu.Unlock()
+			if late {
+				t.Fatal("the command's stdin was read after Exec returned")
+			}
+		}
+	})
+}
