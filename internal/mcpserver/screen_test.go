@@ -46,8 +46,10 @@ func TestCutAtRows(t *testing.T) {
 	}
 }
 
-func testServer(t *testing.T) *Server {
-	s, err := New(Config{StateDir: t.TempDir(), Dir: "/", Env: []string{},
+// testServer is a Server on state with no daemon: enough for what
+// boundScreen does.
+func testServer(t *testing.T, state string) *Server {
+	s, err := New(Config{StateDir: state, Dir: "/", Env: []string{},
 		Dial: func(context.Context) (Daemon, error) { return nil, errors.New("no daemon in this test") }})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +66,7 @@ func whole(o *TermScreenOutput) string {
 }
 
 func TestBoundScreen(t *testing.T) {
-	s := testServer(t)
+	s := testServer(t, t.TempDir())
 	screen := strings.Join(rowsText(24, 79, "screen"), "\n") + "\n" // 1920 bytes
 	scroll := rowsText(20000, 49, "back")                           // 1 MB
 	full := strings.Join(scroll, "\n") + "\n" + screen
@@ -127,5 +129,21 @@ func TestBoundScreen(t *testing.T) {
 	if !o.Truncated || o.Scrollback != nil || !strings.HasPrefix(first, "[corral: ") || len(rest) > MaxReplyBytes ||
 		len(rest) < MaxReplyBytes-4097 || !strings.HasSuffix(big, rest) || !strings.HasPrefix(rest, "big ") {
 		t.Errorf("a huge screen: %q... (%d bytes)", first, len(rest))
+	}
+}
+
+// TestBoundScreenNoOutputDir: with no mcp-output/ to write to, the reply
+// is cut all the same and says the whole was not kept.
+func TestBoundScreenNoOutputDir(t *testing.T) {
+	state := t.TempDir()
+	if err := os.WriteFile(state+"/mcp-output", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := testServer(t, state)
+	o := &TermScreenOutput{Text: "$ \n", Scrollback: rowsText(1000, 60, "r")}
+	s.boundScreen("t", o, 1000)
+	if !o.Truncated || o.OutputFile != "" || o.Text != "$ \n" || len(o.Scrollback) < 3 ||
+		!strings.Contains(strings.Join(o.Scrollback, "\n"), "bytes left out here") || !strings.Contains(strings.Join(o.Scrollback, "\n"), "not kept") {
+		t.Errorf("no output dir: %+v", o)
 	}
 }

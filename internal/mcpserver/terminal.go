@@ -49,7 +49,7 @@ func (s *Server) addTermTools(m *mcp.Server) {
 		"(tmux notation: Enter, Tab, Escape, BSpace, Up, Down, Left, Right, PageUp, F1..F12, C-c, M-x, ...) into a terminal session. " +
 		"Text is typed as is, with no Enter unless you add the key."}, s.termSend)
 	mcp.AddTool(m, &mcp.Tool{Name: "term_screen", InputSchema: inputSchema[TermScreenInput](), Description: "The current screen of a " +
-		"terminal session as text (with scrollback, the newest scrollback rows first), with its size, cursor, title, whether the alternate " +
+		"terminal session as text (with scrollback N, first the newest N rows that scrolled off the top, oldest first), with its size, cursor, title, whether the alternate " +
 		"screen is on, and the program's exit status once it exited. " + screenBoundDoc}, s.termScreen)
 	mcp.AddTool(m, &mcp.Tool{Name: "term_wait", InputSchema: inputSchema[TermWaitInput](), Description: "Wait until a terminal session's " +
 		"screen matches text (a regular expression; ^ and $ match at each row, trailing blanks trimmed), its output is quiet for idle_ms, or (exit) its program " +
@@ -200,8 +200,8 @@ type TermScreenInput struct {
 
 // TermScreenOutput is a terminal session's screen.
 type TermScreenOutput struct {
-	Text          string   `json:"text" jsonschema:"the screen's rows, each ended by a newline"`
-	Scrollback    []string `json:"scrollback,omitempty" jsonschema:"the newest scrollback rows asked for, oldest first"`
+	Text          string   `json:"text" jsonschema:"the screen's rows, each ended by a newline (never cut by max_output_bytes; a screen past 524288 bytes comes as its last rows after a row saying what was left out)"`
+	Scrollback    []string `json:"scrollback,omitempty" jsonschema:"the newest scrollback rows asked for, oldest first; past max_output_bytes the first and the last of them with a row between saying what was left out"`
 	Cols          int      `json:"cols"`
 	Rows          int      `json:"rows"`
 	CursorX       int      `json:"cursor_x" jsonschema:"0-based column"`
@@ -298,7 +298,7 @@ func (s *Server) boundScreen(name string, o *TermScreenOutput, max int) {
 	if s.dirErr != nil {
 		dir = ""
 	}
-	f := newOutput(dir, "screen-"+name+"-"+newJobID()[1:])
+	f := newOutput(dir, "screen-"+name+"-"+newJobID()[1:]) // a random id, no job's
 	if s.dirErr != nil {
 		f.fileErr = s.dirErr.Error()
 	}
