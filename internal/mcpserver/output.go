@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -210,30 +211,89 @@ type reply struct {
 // out and where the whole output is.
 func (o *output) render(from, to int64, max int) reply {
 	r := reply{from: from, to: to}
-	o.mu.Lock()
-	r.outputFile = o.path
-	r.outputFileOK = o.path != "" && o.n <= JobFileLimit && o.fileErr == ""
-	o.mu.Unlock()
+	where := o.where(&r)
 	if to-from <= int64(max) {
 		b, ok := o.read(from, to)
 		r.text, r.unavailable = string(b), !ok
 		return r
 	}
 	half := int64(max / 2)
-	head, ok1 := o.read(from, from+half)
-	tail, ok2 := o.read(to-half, to)
-	head = cutHead(head)
-	tail = cutTail(tail)
-	r.truncated = true
-	r.omitted = (to - from) - int64(len(head)) - int64(len(tail))
-	where := "in output_file " + r.outputFile
-	if !r.outputFileOK {
-		where = "not kept (past the output file's limit or it could not be written)"
-	}
-	r.text = fmt.Sprintf("%s\n[corral: %d bytes left out here (bytes %d to %d of the output), %s]\n%s",
-		head, r.omitted, from+int64(len(head)), to-int64(len(tail)), where, tail)
-	r.unavailable = !ok1 || !ok2
+	c := cut(o.read, from, to, half, half, false)
+	r.text, r.truncated, r.omitted, r.unavailable = c.join(where), true, c.omitted, !c.ok
 	return r
+}
+
+// where fills r's output file fields and returns what the line of a cut
+// says of where the whole output is.
+func (o *output) where(r *reply) string {
+	o.mu.Lock()
+	r.outputFile = o.path
+	r.outputFileOK = o.path != "" && o.n <= JobFileLimit && o.fileErr == ""
+	o.mu.Unlock()
+	if !r.outputFileOK {
+		return "not kept (past the output file's limit or it could not be written)"
+	}
+	return "in output_file " + r.outputFile
+}
+
+// cutText is a text cut by cut: its head, its tail, and what lies between.
+type cutText struct {
+	head, tail []byte
+	from, to   int64 // the text's range
+	omitted    int64
+	rows       bool // cut at rows
+	ok         bool // read had every byte asked for
+}
+
+// cut cuts [from, to) of the text read returns (read is o.read, or a
+// slice's) to at most head bytes of its start and tail bytes of its end,
+// never splitting a UTF-8 character. With rows the head ends and the tail
+// starts at a row's boundary (a newline), unless a row alone is longer
+// than the part: a terminal's rows come back whole. The caller knows that
+// to-from is more than head+tail.
+func cut(read func(from, to int64) ([]byte, bool), from, to, head, tail int64, rows bool) cutText {
+	c := cutText{from: from, to: to, rows: rows, ok: true}
+	if head > 0 {
+		h, ok := read(from, from+head)
+		c.head, c.ok = cutHead(h), ok
+		if i := bytes.LastIndexByte(c.head, '\n'); rows && i >= 0 {
+			c.head = c.head[:i+1]
+		}
+	}
+	if tail > 0 {
+		t, ok := read(to-tail, to)
+		c.tail, c.ok = cutTail(t), c.ok && ok
+		if rows {
+			// The tail starts a row if the byte before it ends one.
+			atRow := false
+			if len(c.tail) == len(t) {
+				before, _ := read(to-tail-1, to-tail)
+				atRow = len(before) == 1 && before[0] == '\n'
+			}
+			if i := bytes.IndexByte(c.tail, '\n'); !atRow && i >= 0 && i < len(c.tail)-1 {
+				c.tail = c.tail[i+1:]
+			}
+		}
+	}
+	c.omitted = (to - from) - int64(len(c.head)) - int64(len(c.tail))
+	return c
+}
+
+// marker is the line that stands for what c left out (without its
+// newline): how many bytes, which, and where the whole is.
+func (c cutText) marker(where string) string {
+	return fmt.Sprintf("[corral: %d bytes left out here (bytes %d to %d of the output), %s]",
+		c.omitted, c.from+int64(len(c.head)), c.to-int64(len(c.tail)), where)
+}
+
+// join returns the head, the marker line and the tail, as one text. The
+// marker line has a line of its own: a head cut at rows ends one already.
+func (c cutText) join(where string) string {
+	sep := "\n"
+	if c.rows && (len(c.head) == 0 || c.head[len(c.head)-1] == '\n') {
+		sep = ""
+	}
+	return fmt.Sprintf("%s%s%s\n%s", c.head, sep, c.marker(where), c.tail)
 }
 
 // cutHead drops a partial UTF-8 character at the end of b.

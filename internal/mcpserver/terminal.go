@@ -49,11 +49,18 @@ func (s *Server) addTermTools(m *mcp.Server) {
 		"(tmux notation: Enter, Tab, Escape, BSpace, Up, Down, Left, Right, PageUp, F1..F12, C-c, M-x, ...) into a terminal session. " +
 		"Text is typed as is, with no Enter unless you add the key."}, s.termSend)
 	mcp.AddTool(m, &mcp.Tool{Name: "term_screen", InputSchema: inputSchema[TermScreenInput](), Description: "The current screen of a " +
-		"terminal session as text, with its size, cursor, title, whether the alternate screen is on, and the program's exit status once it exited."}, s.termScreen)
+		"terminal session as text (with scrollback N, first the newest N rows that scrolled off the top, oldest first), with its size, cursor, title, whether the alternate " +
+		"screen is on, and the program's exit status once it exited. " + screenBoundDoc}, s.termScreen)
 	mcp.AddTool(m, &mcp.Tool{Name: "term_wait", InputSchema: inputSchema[TermWaitInput](), Description: "Wait until a terminal session's " +
 		"screen matches text (a regular expression; ^ and $ match at each row, trailing blanks trimmed), its output is quiet for idle_ms, or (exit) its program " +
-		"exits; at most timeout_ms (default 10000, max 55000: call again to wait longer). Returns why, and the screen."}, s.termWait)
+		"exits; at most timeout_ms (default 10000, max 55000: call again to wait longer). Returns why, and the screen (with scrollback, as term_screen's). " +
+		screenBoundDoc}, s.termWait)
 }
+
+// screenBoundDoc says how a terminal tool's reply is bounded.
+const screenBoundDoc = "Past max_output_bytes (default 30000) the reply keeps the head and the tail of the scrollback and screen, " +
+	"at row boundaries, with one line between them saying how many bytes were left out and where the whole is (output_file, kept as exec's). " +
+	"The scrollback is cut first: the screen itself is always whole (up to 524288 bytes), even past max_output_bytes."
 
 func (s *Server) termClient(ctx context.Context) (Daemon, termDaemon, error) {
 	d, err := s.daemon(ctx)
@@ -187,12 +194,14 @@ type TermScreenInput struct {
 	Name       string `json:"name"`
 	ANSI       Bool   `json:"ansi,omitempty" jsonschema:"with the text's attributes as ANSI escape sequences"`
 	Scrollback *Int   `json:"scrollback,omitempty" jsonschema:"also the newest N scrollback rows (-1: all)"`
+	// MaxOutputBytes as exec's.
+	MaxOutputBytes *Int `json:"max_output_bytes,omitempty" jsonschema:"most bytes of scrollback and screen the reply carries (head and tail past it, scrollback cut first; the screen is always whole); default 30000, at most 524288"`
 }
 
 // TermScreenOutput is a terminal session's screen.
 type TermScreenOutput struct {
-	Text          string   `json:"text" jsonschema:"the screen's rows, each ended by a newline"`
-	Scrollback    []string `json:"scrollback,omitempty" jsonschema:"the newest scrollback rows asked for, oldest first"`
+	Text          string   `json:"text" jsonschema:"the screen's rows, each ended by a newline (never cut by max_output_bytes; a screen past 524288 bytes comes as its last rows after a row saying what was left out)"`
+	Scrollback    []string `json:"scrollback,omitempty" jsonschema:"the newest scrollback rows asked for, oldest first; past max_output_bytes the first and the last of them with a row between saying what was left out"`
 	Cols          int      `json:"cols"`
 	Rows          int      `json:"rows"`
 	CursorX       int      `json:"cursor_x" jsonschema:"0-based column"`
@@ -202,6 +211,10 @@ type TermScreenOutput struct {
 	AltScreen     bool     `json:"alt_screen" jsonschema:"the program uses the alternate screen (a full-screen program)"`
 	Exited        bool     `json:"exited" jsonschema:"the program has exited"`
 	ExitCode      *int     `json:"exit_code,omitempty" jsonschema:"its exit code once it exited (-1: killed by a signal)"`
+	// Truncated and the rest are set when max_output_bytes cut the reply.
+	Truncated    bool   `json:"truncated,omitempty" jsonschema:"the scrollback and screen are their head and tail, with one row between (in scrollback, or text's first when the screen alone was past 524288 bytes) saying what was left out"`
+	OmittedBytes int64  `json:"omitted_bytes,omitempty" jsonschema:"bytes of the whole text (scrollback rows and screen, each row ended by a newline) left out"`
+	OutputFile   string `json:"output_file,omitempty" jsonschema:"the whole text, scrollback rows then screen (up to 64 MiB), kept 24 h under the state directory"`
 }
 
 func screenOut(sc *client.TermScreen) *TermScreenOutput {
@@ -219,11 +232,13 @@ func (s *Server) termScreen(ctx context.Context, req *mcp.CallToolRequest, in Te
 		return nil, nil, fmt.Errorf("name: %w", err)
 	}
 	o := client.TermScreenOptions{ANSI: bool(in.ANSI)}
-	if in.Scrollback != nil {
-		if *in.Scrollback < -1 {
-			return nil, nil, fmt.Errorf("scrollback must be a number of rows, or -1 for all (got %d)", *in.Scrollback)
-		}
-		o.Scrollback = int(*in.Scrollback)
+	var err error
+	if o.Scrollback, err = scrollbackArg(in.Scrollback); err != nil {
+		return nil, nil, err
+	}
+	max, err := maxArg(in.MaxOutputBytes)
+	if err != nil {
+		return nil, nil, err
 	}
 	d, td, err := s.termClient(ctx)
 	if err != nil {
@@ -234,7 +249,73 @@ func (s *Server) termScreen(ctx context.Context, req *mcp.CallToolRequest, in Te
 		return nil, nil, s.termCallErr(d, "term_screen", err)
 	}
 	out := screenOut(sc)
+	s.boundScreen(in.Name, out, max)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: screenText(out)}}}, out, nil
+}
+
+func scrollbackArg(v *Int) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v < -1 {
+		return 0, fmt.Errorf("scrollback must be a number of rows, or -1 for all (got %d)", *v)
+	}
+	return int(*v), nil
+}
+
+// boundScreen cuts o's scrollback rows and screen, as one text, to max
+// bytes as exec's output is cut (the head, a line saying what was left out
+// and where the whole is, the tail), at row boundaries. The tail always
+// holds the whole screen: only the scrollback is cut, and a screen larger
+// than max is given whole with no scrollback, up to MaxReplyBytes (only a
+// larger screen, past about 700x700 or with ansi on a big window, is cut
+// itself, to its last rows). The whole text is then written to a file in
+// mcp-output/, named in o.OutputFile, bounded and expired as a job's.
+func (s *Server) boundScreen(name string, o *TermScreenOutput, max int) {
+	var b []byte
+	for _, r := range o.Scrollback {
+		b = append(append(b, r...), '\n')
+	}
+	sb := int64(len(b))
+	b = append(b, o.Text...)
+	total := int64(len(b))
+	screen := total - sb
+	budget := int64(max)
+	if screen > budget {
+		budget = min(screen, MaxReplyBytes)
+	}
+	if total <= budget {
+		return
+	}
+	head, tail := budget/2, budget/2 // as exec's
+	if screen > tail {
+		tail = min(screen, budget)
+		head = budget - tail
+	}
+	c := cut(func(from, to int64) ([]byte, bool) { return b[from:to], true }, 0, total, head, tail, true)
+
+	dir := s.outDir
+	if s.dirErr != nil {
+		dir = ""
+	}
+	f := newOutput(dir, "screen-"+name+"-"+newJobID()[1:]) // a random id, no job's
+	if s.dirErr != nil {
+		f.fileErr = s.dirErr.Error()
+	}
+	f.Write(b)
+	f.close()
+	var r reply
+	text := c.join(f.where(&r))
+	s.maybeSweep()
+
+	o.Truncated, o.OmittedBytes, o.OutputFile = true, c.omitted, r.outputFile
+	o.Scrollback = nil
+	if int64(len(c.tail)) < screen { // the screen was cut: all of it is in text
+		o.Text = text
+		return
+	}
+	o.Text = text[len(text)-int(screen):]
+	o.Scrollback = strings.Split(strings.TrimSuffix(text[:len(text)-int(screen)], "\n"), "\n")
 }
 
 // screenText is a screen as an agent reads it: the rows, then a line of
@@ -263,6 +344,10 @@ type TermWaitInput struct {
 	IdleMs    *Int   `json:"idle_ms,omitempty" jsonschema:"return once no output came for this many milliseconds"`
 	Exit      Bool   `json:"exit,omitempty" jsonschema:"return once the program exits"`
 	TimeoutMs *Int   `json:"timeout_ms,omitempty" jsonschema:"give up after this many milliseconds (default 10000, at most 55000)"`
+	// Scrollback and MaxOutputBytes as term_screen's, for the screen the
+	// reply carries.
+	Scrollback     *Int `json:"scrollback,omitempty" jsonschema:"the reply's screen comes with the newest N scrollback rows (-1: all)"`
+	MaxOutputBytes *Int `json:"max_output_bytes,omitempty" jsonschema:"most bytes of scrollback and screen the reply carries (head and tail past it, scrollback cut first; the screen is always whole); default 30000, at most 524288"`
 }
 
 // TermWaitOutput is the reply of term_wait.
@@ -287,6 +372,14 @@ func (s *Server) termWait(ctx context.Context, req *mcp.CallToolRequest, in Term
 	if in.Text == "" && idle == 0 && !in.Exit {
 		return nil, nil, errors.New("give what to wait for: text, idle_ms or exit")
 	}
+	scrollback, err := scrollbackArg(in.Scrollback)
+	if err != nil {
+		return nil, nil, err
+	}
+	max, err := maxArg(in.MaxOutputBytes)
+	if err != nil {
+		return nil, nil, err
+	}
 	d, td, err := s.termClient(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -295,11 +388,12 @@ func (s *Server) termWait(ctx context.Context, req *mcp.CallToolRequest, in Term
 	if err != nil {
 		return nil, nil, s.termCallErr(d, "term_wait", err)
 	}
-	sc, err := td.TermScreen(ctx, in.Name, client.TermScreenOptions{})
+	sc, err := td.TermScreen(ctx, in.Name, client.TermScreenOptions{Scrollback: scrollback})
 	if err != nil {
 		return nil, nil, s.termCallErr(d, "term_wait", err)
 	}
 	out := &TermWaitOutput{Reason: w.Reason, Match: w.Match, Screen: screenOut(sc)}
+	s.boundScreen(in.Name, out.Screen, max)
 	head := "waited: " + w.Reason
 	if w.Reason == "timeout" {
 		head = fmt.Sprintf("waited: timeout after %v (call term_wait again to wait longer)", timeout)
