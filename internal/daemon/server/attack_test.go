@@ -1014,6 +1014,7 @@ func TestAttackMemory(t *testing.T) {
 	payload := append(header(wire.FrameCall, wire.MaxControl), make([]byte, wire.MaxControl-1)...)
 	conns := make([]net.Conn, 64)
 	sent := make(chan error, 64)
+	start := time.Now()
 	for i := range conns {
 		conns[i] = dialRaw(t, state)
 		go func(nc net.Conn) {
@@ -1023,8 +1024,13 @@ func TestAttackMemory(t *testing.T) {
 		}(conns[i])
 	}
 	for range conns {
-		if err := <-sent; err != nil {
+		// A send still under way when the handshake bound passed is cut
+		// by the daemon, as it must be (the race detector and a loaded
+		// CI machine made 256 MiB take longer than 5 s).
+		if err := <-sent; err != nil && time.Since(start) < wire.HandshakeBound {
 			t.Fatalf("sending: %v", err)
+		} else if err != nil {
+			t.Logf("a send cut by the handshake bound after %v: %v", time.Since(start), err)
 		}
 	}
 	h1, r1 := heap(), rssKiB(t)
