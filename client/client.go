@@ -437,7 +437,7 @@ func (c *Client) call(ctx context.Context, call wire.Call, out any) error {
 			nc.Close()
 		}
 	}()
-	typ, b, err := wc.ReadFrame(wire.MaxControl)
+	typ, b, err := wc.ReadFrame(wire.MaxReply)
 	if err != nil {
 		return c.broken(ctx, err)
 	}

@@ -31,8 +31,10 @@
 // raw bytes. A frame longer than its bound is a protocol error: the
 // receiver answers with an error frame (kind bad_request) if it can and
 // closes the connection. Bounds: MaxHello (64 KiB) for the Hello,
-// MaxControl (4 MiB) for any other control frame, MaxStdin (64 KiB) for a
-// stdin frame; the daemon sends output in frames of at most
+// MaxControl (4 MiB) for any other control frame a client sends, MaxReply
+// (64 MiB) for a reply the daemon sends (a terminal screen with its whole
+// scrollback), MaxStdin (64 KiB) for a stdin frame; the daemon sends
+// output in frames of at most
 // MaxOutputChunk (64 KiB). A receiver reads a payload as it arrives, never
 // allocating it whole from its header.
 //

@@ -40,6 +40,11 @@ const (
 	// environment (at most ARG_MAX, 2 MiB with the usual 8 MiB stack) and
 	// a command of at most MaxCommand.
 	MaxControl = 4 << 20
+	// MaxReply bounds a reply frame from the daemon, the largest frame of
+	// the protocol: a terminal screen with its whole scrollback (8 MiB of
+	// text by default) in JSON. The daemon reads no frame over MaxControl
+	// from a client.
+	MaxReply = 64 << 20
 	// MaxHello bounds the Hello frame.
 	MaxHello = 64 << 10
 	// MaxStdin bounds one stdin frame, so that what the daemon queues of
@@ -140,8 +145,8 @@ func (c *Conn) ReadFrame(max int) (byte, []byte, error) {
 // finish the frame later (WriteRest) and keep the stream whole: with an
 // error, frame is the whole frame (the caller's own).
 func (c *Conn) Write(typ byte, payload []byte) (frame []byte, n int, err error) {
-	if len(payload) > MaxControl {
-		return nil, 0, fmt.Errorf("a %q frame of %d bytes (at most %d): %w", typ, len(payload), MaxControl, ErrFrameTooLarge)
+	if len(payload) > MaxReply {
+		return nil, 0, fmt.Errorf("a %q frame of %d bytes (at most %d): %w", typ, len(payload), MaxReply, ErrFrameTooLarge)
 	}
 	c.wm.Lock()
 	defer c.wm.Unlock()

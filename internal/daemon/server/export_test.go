@@ -13,3 +13,11 @@ func (s *Server) CallsInFlight() int { return len(s.callSlots) }
 // SetJobFinishedHook sets a function run when a detached job has recorded
 // its end; nil removes it.
 func SetJobFinishedHook(f func()) { testHookJobFinished = f }
+
+// SetMaxReply sets the largest answer the server sends, and returns a
+// function that puts the old one back.
+func SetMaxReply(n int) func() {
+	old := maxReply
+	maxReply = n
+	return func() { maxReply = old }
+}

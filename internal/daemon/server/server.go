@@ -546,16 +546,32 @@ func (s *Server) call(c *wire.Conn, peer daemon.Peer, h wire.Header) (func() (wi
 // the replies fills its socket, and must not hold its connection (one of
 // maxConns) for ever; past the bound the connection is closed. It reports
 // whether the frame was written.
+//
+// A reply over what a frame may carry (a terminal screen asked with more
+// scrollback than MaxReply holds) is answered with an error saying so,
+// and the connection serves on.
 func (s *Server) answer(c *wire.Conn, typ byte, v any) bool {
 	nc := c.Net()
 	nc.SetWriteDeadline(time.Now().Add(s.stall))
 	defer nc.SetWriteDeadline(time.Time{})
-	err := c.WriteJSON(typ, v)
+	b, err := json.Marshal(v)
+	if n := len(b); err == nil && n > maxReply {
+		typ = wire.FrameError
+		b, _ = json.Marshal(wire.Error{Kind: wire.KindBadRequest, Message: fmt.Sprintf(
+			"the answer is %d bytes, more than the %d MiB one answer may carry: ask for less (a terminal screen: fewer scrollback rows, --scrollback N)",
+			n, maxReply>>20)})
+	}
+	if err == nil {
+		err = c.WriteFrame(typ, b)
+	}
 	if err != nil && timedOut(err) {
 		s.cfg.Log.Warn("client read none of its replies; connection closed", "bound", s.stall)
 	}
 	return err == nil
 }
+
+// maxReply is the largest answer sent (wire.MaxReply; tests lower it).
+var maxReply = wire.MaxReply
 
 // invalidAt is the offset of the first byte of b that is not UTF-8.
 func invalidAt(b []byte) int {

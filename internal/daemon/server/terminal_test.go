@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,47 @@ func TestReadOnlyIdentityAttachesReadOnly(t *testing.T) {
 		if !errors.Is(err, client.ErrPermission) || !strings.Contains(err.Error(), "read-only") {
 			t.Errorf("read-only %s: %v", what, err)
 		}
+	}
+}
+
+// TestTermScreenPastFourMiB: a terminal screen asked with its whole
+// scrollback, more than 4 MiB of text (the scrollback budget is 8 MiB), is
+// answered whole. Before, the daemon's write refused a reply over the 4 MiB
+// bound of a client's control frames and dropped the connection: the
+// client said "lost the daemon: EOF". An answer over what one reply may
+// carry is an error saying what to ask for, and the connection serves on.
+func TestTermScreenPastFourMiB(t *testing.T) {
+	mark := testproc.Guard(t, 90*time.Second)
+	c := serveDaemon(t, server.Config{Config: daemon.Config{Holder: []string{"/usr/bin/env", holderEnv + "=1", os.Args[0]}}})
+	ctx := context.Background()
+	t.Cleanup(func() { c.Kill(ctx, true) })
+	if _, err := c.TermOpen(ctx, "big", client.TermOpenOptions{Command: []string{"sh"}, Cwd: "/tmp",
+		Env: []string{mark, "PS1=$ "}, Cols: 100, Rows: 24}); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 80000 // 80,000 rows of 72 characters: 5.8 MB
+	if err := c.TermSend(ctx, "big", []byte("seq -f 'row %06g "+strings.Repeat("x", 60)+"' 1 "+strconv.Itoa(rows)+"; echo end-of-rows\r")); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := c.TermWait(ctx, "big", client.TermWaitOptions{Text: `^end-of-rows$`, Timeout: 60 * time.Second}); err != nil || w.Reason != "text" {
+		t.Fatalf("the rows: %+v %v", w, err)
+	}
+	s, err := c.TermScreen(ctx, "big", client.TermScreenOptions{Scrollback: -1})
+	if err != nil {
+		t.Fatalf("the screen with its whole scrollback: %v", err)
+	}
+	all := strings.Join(s.Scrollback, "\n") + "\n" + s.Text
+	// (The budget counts each row's own cost too: the oldest rows are gone.)
+	if n := len(all); n < 4<<20 || !strings.Contains(all, "row 080000 ") {
+		t.Fatalf("%d bytes of scrollback and screen, the last row there: %v", n, strings.Contains(all, "row 080000 "))
+	}
+
+	defer server.SetMaxReply(1 << 20)()
+	_, err = c.TermScreen(ctx, "big", client.TermScreenOptions{Scrollback: -1})
+	if !errors.Is(err, client.ErrBadRequest) || !strings.Contains(err.Error(), "fewer scrollback rows") {
+		t.Fatalf("an answer over the bound: %v", err)
+	}
+	if _, err := c.TermScreen(ctx, "big", client.TermScreenOptions{Scrollback: 100}); err != nil {
+		t.Fatalf("the next call: %v", err)
 	}
 }
