@@ -102,6 +102,9 @@ type shell struct {
 	pipes      [2]*cmdPipe
 	lastMerged bool
 	streamIDs  [2]FileID
+	// endClosed2: the last command line's call of F ran with the
+	// shell's stderr closed (xtrace's brace group, commandLineS).
+	endClosed2 bool
 	// outMu[i] orders what stream i's session pipe and command FIFO
 	// hand to a sink (cmdpipe_unix.go).
 	outMu [2]sync.Mutex
@@ -1003,6 +1006,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	k.pipes = ps
 	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, status, sh.stdinSet, sh.execFn, merged && !fresh, outs, src, keepDebug)
 	sh.stdinSet = stdin != "" && !sh.execFn
+	sh.endClosed2 = sh.xtrace
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
 	}
