@@ -79,6 +79,9 @@ type shell struct {
 	// function turned them off); evalFn: it defined a function named
 	// eval. Only the holder of the session's turn uses them.
 	xtrace, verbose, evalFn bool
+	// endClosed2: the last command line's call of F ran with the
+	// shell's stderr closed (xtrace's brace group, commandLineS).
+	endClosed2 bool
 	// status is the last command's exit status, the next one's $?;
 	// stdinSet: the last command's stdin was a FIFO, still the shell's.
 	status   int
@@ -102,9 +105,6 @@ type shell struct {
 	pipes      [2]*cmdPipe
 	lastMerged bool
 	streamIDs  [2]FileID
-	// endClosed2: the last command line's call of F ran with the
-	// shell's stderr closed (xtrace's brace group, commandLineS).
-	endClosed2 bool
 	// outMu[i] orders what stream i's session pipe and command FIFO
 	// hand to a sink (cmdpipe_unix.go).
 	outMu [2]sync.Mutex
