@@ -3,6 +3,7 @@
 package session
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -275,6 +276,13 @@ func (sh *shell) fdKinds() [2]int {
 		if err == nil && transient() {
 			continue // kinds[0] is 0
 		}
+		if j == 1 && sh.endClosed2 && errors.Is(err, unix.ENOENT) {
+			var byF bool
+			if byF, err = sh.stderrClosedByF(path, &st); byF {
+				continue // kinds[1] is 1
+			}
+			id = FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+		}
 		if err != nil {
 			kinds[j] = -1 // closed
 			continue
@@ -304,6 +312,36 @@ func (sh *shell) fdKinds() [2]int {
 		kinds[j] = kind
 	}
 	return kinds
+}
+
+// stderrClosedByF says whether the shell's descriptor 2 (path, in
+// /proc), found closed after a command line whose call of F ran with it
+// closed (xtrace's brace group, commandLineS), is closed only for that
+// call: the shell gives it back once F has returned, which a slow
+// processor, or a RETURN trap that takes its time, puts off past the
+// markers. It is closed for good if it still is once the shell waits for
+// its next command (looked at before the descriptor, so that what the
+// descriptor shows then is the truth); one that stays closed while the
+// shell is busy, for a while, is taken for closed by the group, which
+// gives back the last command's stderr (so a command under xtrace that
+// closed 2 itself, where /proc cannot show the shell waiting, gets a
+// stderr again).
+// Otherwise err is what the last look at the descriptor (into st) gave.
+func (sh *shell) stderrClosedByF(path string, st *unix.Stat_t) (byF bool, err error) {
+	for t, end := 0, time.Now().Add(100*time.Millisecond); ; t++ {
+		idle := sh.waitingForInput()
+		if err = unix.Stat(path, st); !errors.Is(err, unix.ENOENT) || idle {
+			return false, err
+		}
+		if time.Now().After(end) {
+			return true, err
+		}
+		if t < 3 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(20 * time.Microsecond)
+		}
+	}
 }
 
 // outRedirs is the redirection that gives the shell's descriptors 1 and 2

@@ -79,6 +79,9 @@ type shell struct {
 	// function turned them off); evalFn: it defined a function named
 	// eval. Only the holder of the session's turn uses them.
 	xtrace, verbose, evalFn bool
+	// endClosed2: the last command line's call of F ran with the
+	// shell's stderr closed (xtrace's brace group, commandLineS).
+	endClosed2 bool
 	// status is the last command's exit status, the next one's $?;
 	// stdinSet: the last command's stdin was a FIFO, still the shell's.
 	status   int
@@ -1051,6 +1054,7 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 	k.pipes = ps
 	line := sh.proto.commandLineS(code, nonce, stdin, track, sh.cfg.HoldDir != "", sh.xtrace, sh.verbose, sh.evalFn, status, sh.stdinSet, sh.execFn, merged && !fresh, outs, src, keepDebug, fo...)
 	sh.stdinSet = stdin != "" && !sh.execFn
+	sh.endClosed2 = sh.xtrace
 	if sh.verbose && sh.proto.kind == posixProto {
 		k.echo, k.echoAs = echoedLine(line, code)
 	}

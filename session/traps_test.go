@@ -141,3 +141,39 @@ func TestSinkReplacesTheEcho(t *testing.T) {
 		}
 	}
 }
+
+// TestStderrAfterASlowEndUnderXtrace: under xtrace the call that ends a
+// command runs with the shell's stderr closed (commandLineS), and the
+// shell may still be there, its stderr not yet given back, when the next
+// command starts: a slow CPU, or (here, every time) a RETURN trap that
+// takes its time as that call returns. The next command's stderr is still
+// its own, not the last command's, whose output is the background's. A
+// stderr the command closed itself under xtrace stays closed, as on a
+// script's next line.
+func TestStderrAfterASlowEndUnderXtrace(t *testing.T) {
+	shellsAndHeld(t, func(t *testing.T, s *Session, mark string) {
+		if shellName(s) == "bash" {
+			// functrace, so that the trap fires as corral's function
+			// returns.
+			mustRun(t, s, "set -T; trap 'sleep 0.3' RETURN; set -x")
+			mustRun(t, s, ":") // ends with the trap's sleep, stderr closed
+			s.TakeBackground()
+			out, errs, r, err := runBounded(t, s, "echo to-stdout; echo to-stderr >&2")
+			if err != nil || r.ExitCode != 0 || out != "to-stdout\n" || !strings.Contains(errs, "\nto-stderr\n") {
+				t.Fatalf("after a slow end under xtrace: %q %q exit %d %v (background stderr %q)", out, errs, r.ExitCode, err, s.TakeBackground().Stderr)
+			}
+			mustRun(t, s, "set +xT; trap - RETURN")
+		}
+		mustRun(t, s, "set -x")
+		if out, _, r, err := runBounded(t, s, "exec 2>&-; echo hi"); err != nil || out != "hi\n" || r.ExitCode != 0 {
+			t.Fatalf("exec 2>&- under xtrace: %q %+v %v", out, r, err)
+		}
+		out, errs, _, _ := runBounded(t, s, "echo next; echo lost >&2")
+		if out != "next\n" || errs != "" {
+			t.Fatalf("after exec 2>&- under xtrace, stderr came back: %q %q", out, errs)
+		}
+		if s.State().Resets != 0 {
+			t.Fatalf("the session restarted: %+v", s.State())
+		}
+	})
+}
