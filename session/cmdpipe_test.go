@@ -172,26 +172,35 @@ func TestKeptFifoSwappedOrWritten(t *testing.T) {
 	})
 }
 
+// detachedHeld starts a held session, runs a command in it and lets it
+// go, as a daemon that stops does: its configuration, its shell's
+// identity and its last state, for Attach.
+func detachedHeld(t *testing.T, sh string, iso corral.Isolation, mark string) (Config, corral.Identity, State) {
+	t.Helper()
+	cfg, lastID := heldConfig(t, sh, iso, mark)
+	s := newSession(t, cfg, mark)
+	mustRun(t, s, "echo one")
+	last := s.State()
+	if err := s.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, lastID(), last
+}
+
 // TestAttachRemovesLeftFifos: FIFO names an owner that died left in a
 // held session's directory (the ones it kept for reuse) are removed when
 // the next owner takes the shell over, so a daemon killed again and
 // again does not fill the directory.
 func TestAttachRemovesLeftFifos(t *testing.T) {
 	heldCases(t, func(t *testing.T, sh string, iso corral.Isolation, mark string) {
-		cfg, lastID := heldConfig(t, sh, iso, mark)
-		s1 := newSession(t, cfg, mark)
-		mustRun(t, s1, "echo one")
-		last := s1.State()
-		if err := s1.Detach(); err != nil {
-			t.Fatal(err)
-		}
+		cfg, id, last := detachedHeld(t, sh, iso, mark)
 		// What a SIGKILLed owner leaves: its kept FIFOs, still named.
 		for _, n := range []string{"o-leftAAAAAAAA", "e-leftAAAAAAAA", "o-leftBBBBBBBB"} {
 			if err := syscall.Mkfifo(filepath.Join(cfg.HoldDir, n), 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
-		s2 := mustAttach(t, cfg, lastID(), last)
+		s2 := mustAttach(t, cfg, id, last)
 		if names := cmdFifoNames(t, cfg.HoldDir); len(names) != 0 {
 			t.Fatalf("after Attach the directory still names %v", names)
 		}
@@ -213,15 +222,9 @@ func TestAttachRemovesLeftFifos(t *testing.T) {
 // over instead. Failed before the fix: after Attach: "".
 func TestAttachMissesTheShellsFifo(t *testing.T) {
 	heldCases(t, func(t *testing.T, sh string, iso corral.Isolation, mark string) {
-		cfg, lastID := heldConfig(t, sh, iso, mark)
-		s1 := newSession(t, cfg, mark)
-		mustRun(t, s1, "echo one")
-		last := s1.State()
-		if err := s1.Detach(); err != nil {
-			t.Fatal(err)
-		}
+		cfg, id, last := detachedHeld(t, sh, iso, mark)
 		testHookNoAdopt = true
-		s2 := mustAttach(t, cfg, lastID(), last)
+		s2 := mustAttach(t, cfg, id, last)
 		testHookNoAdopt = false
 		for i := 0; i < 3; i++ {
 			out, errs, _, err := run(t, s2, "echo two; echo e >&2")

@@ -198,21 +198,9 @@ func (sh *shell) takeFree(i int, dir string) *cmdPipe {
 			continue
 		}
 		np := &cmdPipe{path: p.path, id: p.id, r: p.r, w: w, done: make(chan struct{})}
-		if rc, err := np.r.SyscallConn(); err == nil {
-			var buf [4096]byte
-			rc.Control(func(fd uintptr) {
-				for {
-					n, err := syscall.Read(int(fd), buf[:])
-					if err == syscall.EINTR {
-						continue
-					}
-					if n <= 0 || err != nil {
-						return
-					}
-					sh.cfg.bg.add(i, buf[:n])
-				}
-			})
-		}
+		bp := readBufs.Get().(*[]byte)
+		readReady(np.r, *bp, func(b []byte) { sh.cfg.bg.add(i, b) })
+		readBufs.Put(bp)
 		return np
 	}
 }
@@ -417,13 +405,17 @@ func (sh *shell) readPipe(i int, p *cmdPipe) {
 	if err != nil {
 		return
 	}
-	buf := make([]byte, 32<<10)
 	for {
 		var n int
 		var rerr error
 		err := rc.Read(func(fd uintptr) bool {
 			sh.outMu[i].Lock()
 			defer sh.outMu[i].Unlock()
+			// A buffer only while readable (readBufs): a parked reader,
+			// as an idle session's are, holds none.
+			bp := readBufs.Get().(*[]byte)
+			defer readBufs.Put(bp)
+			buf := *bp
 			for {
 				n, rerr = syscall.Read(int(fd), buf)
 				if rerr != syscall.EINTR {
@@ -448,25 +440,30 @@ func (sh *shell) readPipe(i int, p *cmdPipe) {
 // drain reads what stream i's FIFO of the sink k holds now and hands it
 // to k. The caller holds sh.outMu[i].
 func (sh *shell) drain(i int, k *sink) {
-	p := k.pipes[i]
-	if p == nil {
-		return
+	if p := k.pipes[i]; p != nil {
+		bp := readBufs.Get().(*[]byte)
+		readReady(p.r, *bp, func(b []byte) { sh.deliver(i, k, b, time.Now()) })
+		readBufs.Put(bp)
 	}
-	rc, err := p.r.SyscallConn()
+}
+
+// readReady hands each piece of what the non-blocking r holds now, read
+// into buf, to each, without waiting for more.
+func readReady(r *os.File, buf []byte, each func([]byte)) {
+	rc, err := r.SyscallConn()
 	if err != nil {
 		return
 	}
-	var buf [32 << 10]byte
 	rc.Control(func(fd uintptr) {
 		for {
-			n, err := syscall.Read(int(fd), buf[:])
+			n, err := syscall.Read(int(fd), buf)
 			if err == syscall.EINTR {
 				continue
 			}
 			if n <= 0 || err != nil {
 				return
 			}
-			sh.deliver(i, k, buf[:n], time.Now())
+			each(buf[:n])
 		}
 	})
 }
