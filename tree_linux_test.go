@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/proc"
 	"github.com/corral-dev/corral/internal/testproc"
 )
 
@@ -605,4 +607,100 @@ func TestTreeStopEndsKeepDetachedDrain(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAdoptRefusesAForeignRoot forges, from a genuine record, one naming
+// a live process this test started outside corral, with its real pid,
+// start time and boot, as the leader of its own group with a second
+// member (what a pgroup record says), and the genuine tree's cgroup and
+// marker: pid, start time and boot prove only which process a record
+// names, not that corral started it. Adopt and FindOrphan must refuse it
+// (ErrNotOurs) and signal neither process; so must a record whose marker
+// is an entry the foreign process does carry but corral does not make.
+// The genuine record still adopts.
+func TestAdoptRefusesAForeignRoot(t *testing.T) {
+	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
+		id, _, _ := ownerlessTree(t, iso, mark, false)
+		leader, member := foreignGroup(t, mark)
+
+		st, err := proc.ReadStat(leader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := id
+		forged.Pid, forged.Pgid, forged.StartTime = leader, leader, st.StartTime
+		strange := forged
+		strange.Marker = mark // in the foreign process's environment, not a tree marker
+		for name, f := range map[string]corral.Identity{"foreign root": forged, "foreign marker": strange} {
+			at, err := corral.Adopt(f)
+			if at != nil {
+				at.Release() // signals nothing; its Wait ends with the process
+			}
+			if !errors.Is(err, corral.ErrNotOurs) {
+				t.Errorf("%s: Adopt %+v: %v, want ErrNotOurs", name, f, err)
+			} else if !strings.Contains(err.Error(), strconv.Itoa(leader)) || !strings.Contains(err.Error(), "nothing was signalled") {
+				t.Errorf("%s: Adopt's error does not say which process and that nothing was signalled: %v", name, err)
+			}
+			if o, err := corral.FindOrphan(f); !errors.Is(err, corral.ErrNotOurs) {
+				ms := []int{}
+				if o != nil {
+					ms, _ = o.Members()
+				}
+				t.Errorf("%s: FindOrphan %+v: %v (members %v), want ErrNotOurs", name, f, err, ms)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // a signal sent is delivered by now
+		unsignalled(t, leader, member)
+
+		// The genuine record still adopts, and stops its tree.
+		tree, err := corral.Adopt(id)
+		if err != nil {
+			t.Fatalf("Adopt of the genuine record: %v", err)
+		}
+		tree.Stop(200 * time.Millisecond)
+		if r, err := tree.Wait(); r.Outcome != corral.OutcomeCancelled || !errors.Is(err, corral.ErrStopped) {
+			t.Fatalf("adopted genuine tree: %+v, %v", r, err)
+		}
+		if testproc.Alive(id.Pid) {
+			t.Fatal("the genuine root survived its Stop")
+		}
+		unsignalled(t, leader, member)
+	})
+}
+
+// foreignGroup starts two processes outside corral (sleep, with the
+// test's marker and no tree marker): a leader of a new group and a second
+// member of that group. The test's cleanup kills both, by pid.
+func foreignGroup(t *testing.T, mark string) (leader, member int) {
+	t.Helper()
+	start := func(pgid int) int {
+		c := exec.Command("sleep", "60")
+		c.Env = testproc.Env(mark)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c.Process.Kill()
+			c.Wait()
+		})
+		waitExec(t, c.Process.Pid, "sleep")
+		return c.Process.Pid
+	}
+	leader = start(0)
+	member = start(leader)
+	return leader, member
+}
+
+// unsignalled fails the test unless each pid is alive and running (not
+// stopped): sleep keeps the default action of every signal corral sends
+// (TERM, INT, HUP and KILL end it, STOP stops it).
+func unsignalled(t *testing.T, pids ...int) {
+	t.Helper()
+	for _, pid := range pids {
+		st, err := proc.ReadStat(pid)
+		if err != nil || st.Zombie() || st.State == 'T' || st.State == 't' {
+			t.Fatalf("process %d that corral never started was signalled: %+v, %v", pid, st, err)
+		}
+	}
 }
