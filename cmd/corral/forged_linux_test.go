@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/proc"
+	"github.com/corral-dev/corral/internal/store"
 	"github.com/corral-dev/corral/internal/testproc"
 	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
@@ -64,13 +67,8 @@ func TestReapRefusesAForeignRoot(t *testing.T) {
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 				t.Fatalf("reap of a refused record: %v, want exit status 1 (some trees could not be reaped)\n%s", err, out)
 			}
-			time.Sleep(100 * time.Millisecond) // a signal sent is delivered by now
-			for _, pid := range []int{leader, member} {
-				st, err := proc.ReadStat(pid)
-				if err != nil || st.Zombie() || st.State == 'T' || st.State == 't' {
-					t.Fatalf("reap signalled process %d that corral never started (%+v, %v):\n%s", pid, st, err, out)
-				}
-			}
+			t.Logf("reap: %s", out)
+			foreignUnsignalled(t, leader, member)
 			var rep struct {
 				Trees []struct {
 					Action string `json:"action"`
@@ -142,4 +140,67 @@ func startForeignGroup(t *testing.T, mark string) (leader, member int) {
 	leader = start(0)
 	member = start(leader)
 	return leader, member
+}
+
+// TestDaemonRefusesAForgedShellRoot: a session record forged to name, as
+// its held shell, a live process this test started outside corral, with
+// its real pid, start time and boot and its own group (with a second
+// member). The next daemon must not take it over (which, finding no
+// FIFOs, would stop the "shell"'s tree): the session lists as broken,
+// saying why, refuses commands, and goes with corral kill, with neither
+// foreign process signalled; the name then works afresh.
+func TestDaemonRefusesAForgedShellRoot(t *testing.T) {
+	e := newDaemonEnv(t)
+	e.exec("ok", "true")
+	leader, member := startForeignGroup(t, e.mark)
+	st, err := proc.ReadStat(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putRecord(t, e.state, &store.Session{Name: "forged", Shell: "/bin/sh", Cwd: "/", State: store.Up,
+		Tree: &store.Shell{Identity: corral.Identity{Isolation: "pgroup", Pid: leader, Pgid: leader, StartTime: st.StartTime,
+			BootID: bootID(t), Marker: "CORRAL_TREE=feedfacefeedfacefeedfacefeedface"}}})
+	e.lsRecovered(30 * time.Second)
+	foreignUnsignalled(t, leader, member)
+	out, _, rc := e.run("ls", "--json")
+	if rc != 0 {
+		t.Fatalf("ls: %d", rc)
+	}
+	var list []map[string]any
+	json.Unmarshal([]byte(out), &list)
+	var forged map[string]any
+	for _, s := range list {
+		if s["name"] == "forged" {
+			forged = s
+		}
+	}
+	if forged == nil || forged["state"] != "broken" || !strings.Contains(fmt.Sprint(forged["reason"]), "not a tree corral started") {
+		log, _ := os.ReadFile(filepath.Join(e.state, "daemon.log"))
+		t.Fatalf("forged session listed as %v\ndaemon.log:\n%s", forged, log)
+	}
+	if _, errs, rc := e.run("exec", "-s", "forged", "--", "echo ran"); rc != 125 || !strings.Contains(errs, "broken") {
+		t.Fatalf("exec on the forged session: exit %d, %q", rc, errs)
+	}
+	if _, errs, rc := e.run("kill", "forged"); rc != 0 {
+		t.Fatalf("kill: %d %s", rc, errs)
+	}
+	foreignUnsignalled(t, leader, member)
+	if out, rc := e.exec("forged", "echo fresh"); rc != 0 || out != "fresh\n" {
+		t.Fatalf("after kill: %q %d", out, rc)
+	}
+	foreignUnsignalled(t, leader, member)
+}
+
+// foreignUnsignalled fails the test unless each of pids (sleeps started
+// by startForeignGroup) is alive and not stopped, after a pause in which a
+// signal sent would have been delivered.
+func foreignUnsignalled(t *testing.T, pids ...int) {
+	t.Helper()
+	time.Sleep(100 * time.Millisecond)
+	for _, pid := range pids {
+		st, err := proc.ReadStat(pid)
+		if err != nil || st.Zombie() || st.State == 'T' || st.State == 't' {
+			t.Fatalf("process %d that corral never started was signalled: %+v, %v", pid, st, err)
+		}
+	}
 }
