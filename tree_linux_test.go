@@ -19,6 +19,7 @@ import (
 	"github.com/corral-dev/corral"
 	"github.com/corral-dev/corral/internal/proc"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 func init() {
@@ -450,10 +451,17 @@ func TestFindOrphanKillsWhatIsLeft(t *testing.T) {
 // cannot tell it is the tree's (see the report on the pgroup backend).
 func ownerlessTree(t *testing.T, iso corral.Isolation, mark string, pastExec bool) (id corral.Identity, a, b int) {
 	t.Helper()
+	return ownerlessTreeOf(t, iso, mark, pastExec, "wait")
+}
+
+// ownerlessTreeOf is ownerlessTree with the root's last command (after it
+// started a and b) given.
+func ownerlessTreeOf(t *testing.T, iso corral.Isolation, mark string, pastExec bool, last string) (id corral.Identity, a, b int) {
+	t.Helper()
 	dir := t.TempDir()
 	idFile := filepath.Join(dir, "id.json")
 	owner := helperCmd("starttree", string(iso), idFile,
-		"sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); wait")
+		"sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); "+last)
 	owner.Env = append(owner.Env, mark)
 	var oerr bytes.Buffer
 	owner.Stderr = &oerr
@@ -702,5 +710,53 @@ func unsignalled(t *testing.T, pids ...int) {
 		if err != nil || st.Zombie() || st.State == 'T' || st.State == 't' {
 			t.Fatalf("process %d that corral never started was signalled: %+v, %v", pid, st, err)
 		}
+	}
+}
+
+// TestAdoptedStopIsBoundedWhenTheRootLeftItsCgroup: an adopted cgroup
+// tree whose root moved itself out of the tree's cgroup (into the
+// "released" cgroup beside it, which the tree's owner may write) after it
+// was proved the tree's at adoption. Its Stop must still end it, through
+// the pidfd that pins the proved root, and Wait must return within its
+// bounds: before, cgroup.kill emptied the cgroup, the root lived on
+// unsignalled and Wait waited for it for ever.
+func TestAdoptedStopIsBoundedWhenTheRootLeftItsCgroup(t *testing.T) {
+	matrix.NeedIsolation(t, "cgroup")
+	mark := testproc.Guard(t, 60*time.Second)
+	// The root stays after its children are gone (it waits for none).
+	id, a, b := ownerlessTreeOf(t, corral.IsolationCgroup, mark, false, "exec sleep 60")
+	waitExec(t, id.Pid, "sleep")
+	tree, err := corral.Adopt(id)
+	if err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	rel := filepath.Join(filepath.Dir(id.Cgroup), "released")
+	if err := os.Mkdir(rel, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rel, "cgroup.procs"), []byte(strconv.Itoa(id.Pid)), 0); err != nil {
+		t.Fatalf("move the root out of its cgroup: %v", err)
+	}
+	done := make(chan struct{})
+	var r *corral.Result
+	go func() {
+		tree.Stop(200 * time.Millisecond)
+		r, _ = tree.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(25 * time.Second):
+		syscall.Kill(id.Pid, syscall.SIGKILL) // ours: it carries our marker; lets Wait return
+		<-done
+		t.Fatal("Stop and Wait of the adopted tree did not return in 25 s: its root had left the cgroup")
+	}
+	for _, p := range []int{id.Pid, a, b} {
+		if testproc.Alive(p) {
+			t.Fatalf("process %d of the adopted tree survived its Stop (result %+v)", p, r)
+		}
+	}
+	if r.Outcome != corral.OutcomeCancelled || r.KillFailed {
+		t.Fatalf("result %+v", r)
 	}
 }

@@ -293,7 +293,7 @@ func adoptLive(ident Identity) (Tree, error) {
 	}
 	switch o := o.(type) {
 	case *cgroupOrphan:
-		return &cgroupTree{ident: ident, dir: o.dir, root: r, termed: map[int]bool{}}, nil
+		return &adoptedCgroup{cgroupTree: &cgroupTree{ident: ident, dir: o.dir, root: r, termed: map[int]bool{}}}, nil
 	case *pgroupOrphan:
 		return &adoptedPgroup{pgroupOrphan: o, root: r, termed: map[member]bool{}}, nil
 	}
@@ -326,6 +326,89 @@ func watchRoot(pid int, start uint64) (*root, error) {
 		close(r.exited)
 	}()
 	return r, nil
+}
+
+// adoptedCgroup is a live cgroup tree taken over from a dead owner. Its
+// root was proved the tree's (inside the recorded cgroup) when it was
+// adopted and is pinned by a pidfd since, so it stays one of the tree's
+// even if it moves itself out of the cgroup afterwards (into a cgroup its
+// owner may write): it is signalled through that pidfd besides the
+// cgroup, listed while it runs, and waited for with the cgroup. Otherwise
+// cgroup.kill would empty the cgroup, the root would live on unsignalled,
+// and a Wait on the tree would wait for it for ever.
+type adoptedCgroup struct {
+	*cgroupTree
+	rootTermed bool
+}
+
+// rootRunning reports whether the root has not exited.
+func (t *adoptedCgroup) rootRunning() bool {
+	select {
+	case <-t.root.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// signalRoot signals the root through its pidfd while it runs.
+func (t *adoptedCgroup) signalRoot(sig unix.Signal) error {
+	if !t.rootRunning() {
+		return nil
+	}
+	if err := unix.PidfdSendSignal(t.root.pidfd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("signal root %d: %w", t.root.pid, err)
+	}
+	return nil
+}
+
+func (t *adoptedCgroup) Members() ([]int, error) {
+	pids, err := t.cgroupTree.Members()
+	if err != nil || !t.rootRunning() {
+		return pids, err
+	}
+	for _, p := range pids {
+		if p == t.root.pid {
+			return pids, nil
+		}
+	}
+	return append(pids, t.root.pid), nil
+}
+
+func (t *adoptedCgroup) Terminate() error {
+	err := t.cgroupTree.Terminate()
+	if !t.rootTermed && !t.termed[t.root.pid] {
+		t.rootTermed = true
+		err = errors.Join(err, t.signalRoot(unix.SIGTERM))
+	}
+	return err
+}
+
+func (t *adoptedCgroup) Kill() error {
+	return errors.Join(t.cgroupTree.Kill(), t.signalRoot(unix.SIGKILL))
+}
+
+func (t *adoptedCgroup) WaitEmpty(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	if err := t.cgroupTree.WaitEmpty(timeout); err != nil {
+		return err
+	}
+	select {
+	case <-t.root.exited:
+		return nil
+	case <-time.After(time.Until(deadline)):
+		return fmt.Errorf("root %d, outside the tree's cgroup, still runs: %w", t.root.pid, os.ErrDeadlineExceeded)
+	}
+}
+
+func (t *adoptedCgroup) KillProcs(pids []int) error {
+	err := t.cgroupTree.KillProcs(pids)
+	for _, p := range pids {
+		if p == t.root.pid {
+			err = errors.Join(err, t.signalRoot(unix.SIGKILL))
+		}
+	}
+	return err
 }
 
 // adoptedPgroup is a live process-group tree taken over from a dead owner.
