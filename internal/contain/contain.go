@@ -209,7 +209,8 @@ type Orphan interface {
 }
 
 // Adopt re-finds the tree named by ident. It returns ErrGone when nothing
-// of it can be alive.
+// of it can be alive, and ErrNotOurs when its recorded root runs but is
+// not proved a root corral started (see ErrNotOurs).
 func Adopt(ident Identity) (Orphan, error) { return adopt(ident) }
 
 // AdoptLive takes over a recorded tree whose root is still running, after
@@ -218,8 +219,8 @@ func Adopt(ident Identity) (Orphan, error) { return adopt(ident) }
 // identity gate of Adopt, Exited is learnt through a pidfd on the root
 // (opened only after its start time matched the record), and Status is
 // unknown (Code -1): the root is not our child. It returns ErrGone when the
-// recorded root is not running, ErrUnsupported where trees cannot be found
-// again.
+// recorded root is not running, ErrNotOurs when it runs but is not proved
+// a root corral started, ErrUnsupported where trees cannot be found again.
 func AdoptLive(ident Identity) (Tree, error) { return adoptLive(ident) }
 
 // CanAdopt reports whether recorded trees can be found again here (Adopt
