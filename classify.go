@@ -27,6 +27,12 @@ var ErrStopped = errors.New("stopped by its owner")
 // recorded one (a reused pid).
 var ErrGone = contain.ErrGone
 
+// ErrNotOurs means a recorded identity names a live process that is not
+// proved to be the root of a tree corral started (not in the recorded
+// cgroup; without the tree's marker): a forged, swapped or corrupted
+// record. Adopt and FindOrphan refuse it and signal nothing.
+var ErrNotOurs = contain.ErrNotOurs
+
 // ErrReleased is the cause (RunError.Err) of the result of a Tree that
 // Tree.Release let go on without its owner; its outcome is cancelled.
 var ErrReleased = errors.New("released by its owner: the tree goes on")

@@ -20,7 +20,7 @@ import (
 
 // MarkerEnv is the name of the environment variable that marks every
 // process of a tree: MarkerEnv=<tree id>.
-const MarkerEnv = "CORRAL_TREE"
+const MarkerEnv = contain.MarkerName
 
 // killBound bounds the wait for a killed tree to be gone. SIGKILL cannot be
 // ignored; what takes longer is a process stuck in the kernel (D state) or

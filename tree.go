@@ -221,8 +221,12 @@ func (c *Cmd) Start(ctx context.Context) (*Tree, error) {
 //
 // Adopt returns an error wrapping ErrGone when the recorded root is not
 // running (also when its pid now names another process: a reused pid is
-// refused), and ErrUnsupported where trees cannot be found again (see
-// contain.CanAdopt: Linux only).
+// refused), ErrNotOurs when the recorded pid, start time and boot name a
+// running process that is not proved to be the root of a tree corral
+// started (under cgroup it is not in the recorded cgroup; under pgroup it
+// lacks the tree's marker in its environment; or the recorded marker is
+// not one corral makes), and ErrUnsupported where trees cannot be found
+// again (see contain.CanAdopt: Linux only). Nothing is signalled then.
 func Adopt(id Identity) (*Tree, error) { return (&Cmd{}).Adopt(id) }
 
 // Adopt is the package's Adopt for a tree to be handled as c says: its
@@ -534,7 +538,9 @@ type Orphan struct {
 // as the tree's while its pid still names the process that started at the
 // recorded time, and so do its descendants. It returns an error wrapping
 // ErrGone when nothing of it can be alive (recorded under another boot,
-// its cgroup gone), and ErrUnsupported where trees cannot be found again.
+// its cgroup gone), ErrNotOurs when its recorded root runs but is not
+// proved a tree corral started (as for Adopt), and ErrUnsupported where
+// trees cannot be found again.
 func FindOrphan(id Identity, reparented ...Proc) (*Orphan, error) {
 	var o contain.Orphan
 	var err error

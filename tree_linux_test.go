@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +17,9 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral"
+	"github.com/corral-dev/corral/internal/proc"
 	"github.com/corral-dev/corral/internal/testproc"
+	"github.com/corral-dev/corral/internal/testproc/matrix"
 )
 
 func init() {
@@ -448,10 +451,17 @@ func TestFindOrphanKillsWhatIsLeft(t *testing.T) {
 // cannot tell it is the tree's (see the report on the pgroup backend).
 func ownerlessTree(t *testing.T, iso corral.Isolation, mark string, pastExec bool) (id corral.Identity, a, b int) {
 	t.Helper()
+	return ownerlessTreeOf(t, iso, mark, pastExec, "wait")
+}
+
+// ownerlessTreeOf is ownerlessTree with the root's last command (after it
+// started a and b) given.
+func ownerlessTreeOf(t *testing.T, iso corral.Isolation, mark string, pastExec bool, last string) (id corral.Identity, a, b int) {
+	t.Helper()
 	dir := t.TempDir()
 	idFile := filepath.Join(dir, "id.json")
 	owner := helperCmd("starttree", string(iso), idFile,
-		"sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); wait")
+		"sleep 60 & echo $! >"+dir+"/a; (setsid sleep 60 & echo $! >"+dir+"/b); "+last)
 	owner.Env = append(owner.Env, mark)
 	var oerr bytes.Buffer
 	owner.Stderr = &oerr
@@ -605,4 +615,148 @@ func TestTreeStopEndsKeepDetachedDrain(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAdoptRefusesAForeignRoot forges, from a genuine record, one naming
+// a live process this test started outside corral, with its real pid,
+// start time and boot, as the leader of its own group with a second
+// member (what a pgroup record says), and the genuine tree's cgroup and
+// marker: pid, start time and boot prove only which process a record
+// names, not that corral started it. Adopt and FindOrphan must refuse it
+// (ErrNotOurs) and signal neither process; so must a record whose marker
+// is an entry the foreign process does carry but corral does not make.
+// The genuine record still adopts.
+func TestAdoptRefusesAForeignRoot(t *testing.T) {
+	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
+		id, _, _ := ownerlessTree(t, iso, mark, false)
+		leader, member := foreignGroup(t, mark)
+
+		st, err := proc.ReadStat(leader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		forged := id
+		forged.Pid, forged.Pgid, forged.StartTime = leader, leader, st.StartTime
+		strange := forged
+		strange.Marker = mark // in the foreign process's environment, not a tree marker
+		for name, f := range map[string]corral.Identity{"foreign root": forged, "foreign marker": strange} {
+			at, err := corral.Adopt(f)
+			if at != nil {
+				at.Release() // signals nothing; its Wait ends with the process
+			}
+			if !errors.Is(err, corral.ErrNotOurs) {
+				t.Errorf("%s: Adopt %+v: %v, want ErrNotOurs", name, f, err)
+			} else if !strings.Contains(err.Error(), strconv.Itoa(leader)) || !strings.Contains(err.Error(), "nothing was signalled") {
+				t.Errorf("%s: Adopt's error does not say which process and that nothing was signalled: %v", name, err)
+			}
+			if o, err := corral.FindOrphan(f); !errors.Is(err, corral.ErrNotOurs) {
+				ms := []int{}
+				if o != nil {
+					ms, _ = o.Members()
+				}
+				t.Errorf("%s: FindOrphan %+v: %v (members %v), want ErrNotOurs", name, f, err, ms)
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // a signal sent is delivered by now
+		unsignalled(t, leader, member)
+
+		// The genuine record still adopts, and stops its tree.
+		tree, err := corral.Adopt(id)
+		if err != nil {
+			t.Fatalf("Adopt of the genuine record: %v", err)
+		}
+		tree.Stop(200 * time.Millisecond)
+		if r, err := tree.Wait(); r.Outcome != corral.OutcomeCancelled || !errors.Is(err, corral.ErrStopped) {
+			t.Fatalf("adopted genuine tree: %+v, %v", r, err)
+		}
+		if testproc.Alive(id.Pid) {
+			t.Fatal("the genuine root survived its Stop")
+		}
+		unsignalled(t, leader, member)
+	})
+}
+
+// foreignGroup starts two processes outside corral (sleep, with the
+// test's marker and no tree marker): a leader of a new group and a second
+// member of that group. The test's cleanup kills both, by pid.
+func foreignGroup(t *testing.T, mark string) (leader, member int) {
+	t.Helper()
+	start := func(pgid int) int {
+		c := exec.Command("sleep", "60")
+		c.Env = testproc.Env(mark)
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			c.Process.Kill()
+			c.Wait()
+		})
+		waitExec(t, c.Process.Pid, "sleep")
+		return c.Process.Pid
+	}
+	leader = start(0)
+	member = start(leader)
+	return leader, member
+}
+
+// unsignalled fails the test unless each pid is alive and running (not
+// stopped): sleep keeps the default action of every signal corral sends
+// (TERM, INT, HUP and KILL end it, STOP stops it).
+func unsignalled(t *testing.T, pids ...int) {
+	t.Helper()
+	for _, pid := range pids {
+		st, err := proc.ReadStat(pid)
+		if err != nil || st.Zombie() || st.State == 'T' || st.State == 't' {
+			t.Fatalf("process %d that corral never started was signalled: %+v, %v", pid, st, err)
+		}
+	}
+}
+
+// TestAdoptedStopIsBoundedWhenTheRootLeftItsCgroup: an adopted cgroup
+// tree whose root moved itself out of the tree's cgroup (into the
+// "released" cgroup beside it, which the tree's owner may write) after it
+// was proved the tree's at adoption. Its Stop must still end it, through
+// the pidfd that pins the proved root, and Wait must return within its
+// bounds: before, cgroup.kill emptied the cgroup, the root lived on
+// unsignalled and Wait waited for it for ever.
+func TestAdoptedStopIsBoundedWhenTheRootLeftItsCgroup(t *testing.T) {
+	matrix.NeedIsolation(t, "cgroup")
+	mark := testproc.Guard(t, 60*time.Second)
+	// The root stays after its children are gone (it waits for none).
+	id, a, b := ownerlessTreeOf(t, corral.IsolationCgroup, mark, false, "exec sleep 60")
+	waitExec(t, id.Pid, "sleep")
+	tree, err := corral.Adopt(id)
+	if err != nil {
+		t.Fatalf("Adopt: %v", err)
+	}
+	rel := filepath.Join(filepath.Dir(id.Cgroup), "released")
+	if err := os.Mkdir(rel, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(rel, "cgroup.procs"), []byte(strconv.Itoa(id.Pid)), 0); err != nil {
+		t.Fatalf("move the root out of its cgroup: %v", err)
+	}
+	done := make(chan struct{})
+	var r *corral.Result
+	go func() {
+		tree.Stop(200 * time.Millisecond)
+		r, _ = tree.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(25 * time.Second):
+		syscall.Kill(id.Pid, syscall.SIGKILL) // ours: it carries our marker; lets Wait return
+		<-done
+		t.Fatal("Stop and Wait of the adopted tree did not return in 25 s: its root had left the cgroup")
+	}
+	for _, p := range []int{id.Pid, a, b} {
+		if testproc.Alive(p) {
+			t.Fatalf("process %d of the adopted tree survived its Stop (result %+v)", p, r)
+		}
+	}
+	if r.Outcome != corral.OutcomeCancelled || r.KillFailed {
+		t.Fatalf("result %+v", r)
+	}
 }

@@ -179,6 +179,20 @@ func Best() Isolation { return best() }
 // was recorded under another boot, or its cgroup no longer exists.
 var ErrGone = errors.New("tree is gone")
 
+// ErrNotOurs means a recorded identity names a live process that cannot be
+// proved to be the root of a tree corral started: under cgroup it is not
+// in the recorded cgroup, under pgroup it lacks the tree's marker in its
+// environment (or the record's marker is not one corral makes). A record
+// that was forged, swapped or corrupted looks so; nothing is signalled.
+var ErrNotOurs = errors.New("not a tree corral started")
+
+// MarkerName is the name of the environment entry (MarkerName=<tree id>)
+// that every tree corral starts carries, and the only name a recorded
+// marker may have: a recorded marker is how an adopted tree's processes
+// are recognised, so one naming any other entry (HOME=/root) would make
+// strangers members.
+const MarkerName = "CORRAL_TREE"
+
 // Orphan is a recorded tree whose owner is gone, re-found through its
 // identity: its cgroup, or its root's pid and start time, group and marker
 // under the same boot. Nothing is signalled that the identity does not
@@ -195,7 +209,8 @@ type Orphan interface {
 }
 
 // Adopt re-finds the tree named by ident. It returns ErrGone when nothing
-// of it can be alive.
+// of it can be alive, and ErrNotOurs when its recorded root runs but is
+// not proved a root corral started (see ErrNotOurs).
 func Adopt(ident Identity) (Orphan, error) { return adopt(ident) }
 
 // AdoptLive takes over a recorded tree whose root is still running, after
@@ -204,8 +219,8 @@ func Adopt(ident Identity) (Orphan, error) { return adopt(ident) }
 // identity gate of Adopt, Exited is learnt through a pidfd on the root
 // (opened only after its start time matched the record), and Status is
 // unknown (Code -1): the root is not our child. It returns ErrGone when the
-// recorded root is not running, ErrUnsupported where trees cannot be found
-// again.
+// recorded root is not running, ErrNotOurs when it runs but is not proved
+// a root corral started, ErrUnsupported where trees cannot be found again.
 func AdoptLive(ident Identity) (Tree, error) { return adoptLive(ident) }
 
 // CanAdopt reports whether recorded trees can be found again here (Adopt

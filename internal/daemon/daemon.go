@@ -529,11 +529,13 @@ func (d *Daemon) recoverSession(name string, rec *store.Session) (retry bool) {
 			}()
 			return false
 		}
-		if errors.Is(err, session.ErrNotOurs) {
-			// Someone else's files stand where the shell's were:
-			// nothing was sent through them, and the shell is left
-			// alone (its record kept) until the next command or a
-			// kill settles it through its identity.
+		if errors.Is(err, session.ErrNotOurs) || errors.Is(err, corral.ErrNotOurs) {
+			// Someone else's files stand where the shell's were, or
+			// the recorded shell is a live process that is not
+			// proved a tree corral started (a forged or corrupted
+			// record): nothing was sent or signalled, and the process
+			// is left alone (its record kept) until the next command
+			// or a kill settles it through its identity.
 			d.store.Update(rec.Name, func(r *store.Session) error {
 				r.State, r.Reason = store.Broken, err.Error()
 				return nil

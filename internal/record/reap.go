@@ -45,12 +45,21 @@ type Reaped struct {
 // are left alone. With dry set nothing is signalled or removed. Running it
 // twice is harmless: the second run finds no records of killed trees.
 //
+// A record whose root runs but is not proved a tree corral started (not
+// in its recorded cgroup; without the tree's marker; a marker corral does
+// not make) is refused (Failed, saying why, the record kept), with
+// nothing signalled: a forged, swapped or corrupted record names a
+// stranger's real pid and start time as easily as a stale one.
+//
 // What counts as the tree's after its owner died: under cgroup, whatever
-// is in its cgroup; under pgroup, the recorded root (pid and start time),
-// a process with the tree's marker, a process the owner recorded as
-// adopted (pid and start time), a child of a member, and the members of
-// the recorded group only while the recorded root still holds its pid. A
-// pgroup process that left the group and cleared its environment, whose
+// is in its cgroup; under pgroup, the recorded root (pid and start time,
+// carrying the tree's marker), a process with the tree's marker, a
+// process the owner recorded as adopted (pid and start time), a child of
+// a member, and the members of the recorded group only while the
+// recorded root, proved so, still holds its pid. A pgroup root that
+// cleared its own environment (the command was env -i CMD) cannot be
+// proved and is refused. A pgroup process that left the group and
+// cleared its environment, whose
 // parent is gone (`setsid -f env -i CMD`) and that the owner did not
 // record (the owner died within one Tracker poll of the adoption, or ran
 // several trees) is indistinguishable from a stranger and is not found.
