@@ -46,11 +46,13 @@ import (
 // a kept one costs an open of our write end, about 10 us. A FIFO a job
 // still holds is never reused: its reader has not come to end of file.
 
-// maxFree is how many FIFOs of each stream a shell keeps for reuse: two
-// serve commands that follow one another (the last command's FIFOs come
-// to end of file only once the next command's redirection has replaced
-// them).
-const maxFree = 2
+// maxFree is how many FIFOs of each stream a shell keeps for reuse. One
+// is enough for commands that follow one another: the last command's
+// FIFOs come to end of file only once the next command's redirection has
+// replaced them, so command N takes the pair of N-2 while N-1's is still
+// the shell's. Each kept FIFO is a descriptor of ours: an idle session
+// holds two kept and two live.
+const maxFree = 1
 
 // cmdPipe is one of a command's two FIFOs, as we hold it.
 type cmdPipe struct {
