@@ -100,11 +100,11 @@ func TestMCPTermScreenSmallUnchanged(t *testing.T) {
 func TestMCPTermScreenBounded(t *testing.T) {
 	e := newDaemonEnv(t)
 	cs, _ := mcpClient(t, e)
-	// 66 bytes each: 3.3 MB of scrollback (the daemon cannot yet send a
-	// screen reply past wire.MaxControl, 4 MiB).
+	// 66 bytes each: 3.3 MB of scrollback. (awk, not seq -f: busybox's
+	// seq, in the VM, has no -f.)
 	const rows = 50000
 	if r := call(t, cs, "term_open", map[string]any{"name": "big", "size": "80x24", "command": []string{"sh", "-c",
-		"seq -f 'row %06g abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345' 1 " + strconv.Itoa(rows) + "; echo THE-END; exec sleep 1000"}}, nil); r.IsError {
+		"awk 'BEGIN { for (i = 1; i <= " + strconv.Itoa(rows) + "; i++) printf \"row %06d abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345\\n\", i }'; echo THE-END; exec sleep 1000"}}, nil); r.IsError {
 		t.Fatalf("term_open: %s", text(r))
 	}
 	if r := call(t, cs, "term_wait", map[string]any{"name": "big", "text": "^THE-END$", "timeout_ms": 55000}, nil); r.IsError {

@@ -136,7 +136,7 @@ func TestTermScreenPastFourMiB(t *testing.T) {
 		t.Fatal(err)
 	}
 	const rows = 80000 // 80,000 rows of 72 characters: 5.8 MB
-	if err := c.TermSend(ctx, "big", []byte("seq -f 'row %06g "+strings.Repeat("x", 60)+"' 1 "+strconv.Itoa(rows)+"; echo end-of-rows\r")); err != nil {
+	if err := c.TermSend(ctx, "big", []byte("awk 'BEGIN { for (i = 1; i <= "+strconv.Itoa(rows)+"; i++) printf \"row %06d "+strings.Repeat("x", 60)+"\\n\", i }'; echo end-of-rows\r")); err != nil {
 		t.Fatal(err)
 	}
 	if w, err := c.TermWait(ctx, "big", client.TermWaitOptions{Text: `^end-of-rows$`, Timeout: 60 * time.Second}); err != nil || w.Reason != "text" {
