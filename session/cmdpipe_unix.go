@@ -106,7 +106,7 @@ func (sh *shell) newCmdPipe(dir, prefix string) (*cmdPipe, error) {
 		os.Remove(path)
 		return nil, err
 	}
-	return &cmdPipe{path: path, id: FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, r: r, w: w, done: make(chan struct{})}, nil
+	return &cmdPipe{path: path, id: idOf(&st), r: r, w: w, done: make(chan struct{})}, nil
 }
 
 // openWriteEnd opens our write end of the FIFO at path, never waiting
@@ -140,7 +140,7 @@ func (p *cmdPipe) release() {
 // is still this FIFO's.
 func (p *cmdPipe) discard() {
 	var st unix.Stat_t
-	if unix.Lstat(p.path, &st) == nil && (FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}) == p.id {
+	if unix.Lstat(p.path, &st) == nil && idOf(&st) == p.id {
 		os.Remove(p.path)
 	}
 	p.r.Close()
@@ -194,7 +194,7 @@ func (sh *shell) takeFree(i int, dir string) *cmdPipe {
 			continue
 		}
 		var st unix.Stat_t
-		if unix.Fstat(w, &st) != nil || (FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}) != p.id {
+		if unix.Fstat(w, &st) != nil || idOf(&st) != p.id {
 			syscall.Close(w)
 			p.r.Close() // the name is someone else's now
 			continue
@@ -243,7 +243,7 @@ func (sh *shell) fdKinds() [2]int {
 		var st unix.Stat_t
 		path := "/proc/" + pid + "/fd/" + strconv.Itoa(j+1)
 		err := unix.Stat(path, &st)
-		id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+		id := idOf(&st)
 		// The markers are in, but F may not have returned yet, and while
 		// it writes them its descriptor 1 is a marker pipe for a moment:
 		// look again until it is not (a while: the shell may not get the
@@ -255,13 +255,9 @@ func (sh *shell) fdKinds() [2]int {
 			return j == 0 && (id == sh.streamIDs[1] || id == sh.streamIDs[0] && sh.pipes[0] != nil)
 		}
 		for t, end := 0, time.Now().Add(100*time.Millisecond); err == nil && transient() && time.Now().Before(end); t++ {
-			if t < 3 {
-				runtime.Gosched()
-			} else {
-				time.Sleep(20 * time.Microsecond)
-			}
+			pause(t)
 			err = unix.Stat(path, &st)
-			id = FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+			id = idOf(&st)
 		}
 		if err == nil && transient() {
 			continue // kinds[0] is 0
@@ -271,7 +267,7 @@ func (sh *shell) fdKinds() [2]int {
 			if byF, err = sh.stderrClosedByF(path, &st); byF {
 				continue // kinds[1] is 1
 			}
-			id = FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+			id = idOf(&st)
 		}
 		if err != nil {
 			kinds[j] = -1 // closed
@@ -326,18 +322,25 @@ func (sh *shell) stderrClosedByF(path string, st *unix.Stat_t) (byF bool, err er
 		if time.Now().After(end) {
 			return true, err
 		}
-		if t < 3 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(20 * time.Microsecond)
-		}
+		pause(t)
 	}
 }
 
-// outRedirs is the redirection that gives the shell's descriptors 1 and 2
-// their places among ps (see fdKinds), "" if neither is the session's.
-func outRedirs(ps [2]*cmdPipe, kinds [2]int, merged bool) string {
-	var b strings.Builder
+// pause is step t of a short wait for the shell to get on (a look at its
+// descriptors, its state): the processor given up at once the first times,
+// then 20 us sleeps.
+func pause(t int) {
+	if t < 3 {
+		runtime.Gosched()
+	} else {
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// outTargets is, for the shell's descriptors 1 and 2, the FIFO of ps each
+// is to be given (see fdKinds), nil for one left as it is.
+func outTargets(ps [2]*cmdPipe, kinds [2]int, merged bool) [2]*cmdPipe {
+	var to [2]*cmdPipe
 	for j, kind := range kinds {
 		if kind < 0 {
 			continue
@@ -345,12 +348,25 @@ func outRedirs(ps [2]*cmdPipe, kinds [2]int, merged bool) string {
 		if j == 1 && merged {
 			kind = 0
 		}
+		to[j] = ps[kind]
+	}
+	return to
+}
+
+// outRedirs is the redirection that gives the shell's descriptors 1 and 2
+// their places among ps (outTargets), "" if neither is the session's.
+func outRedirs(to [2]*cmdPipe) string {
+	var b strings.Builder
+	for j, p := range to {
+		if p == nil {
+			continue
+		}
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
 		b.WriteString(strconv.Itoa(j + 1))
 		b.WriteString("<>")
-		b.WriteString(quote(ps[kind].path))
+		b.WriteString(quote(p.path))
 	}
 	return b.String()
 }
@@ -359,20 +375,17 @@ func outRedirs(ps [2]*cmdPipe, kinds [2]int, merged bool) string {
 // of the FIFOs for the shell's descriptors 1 and 2, "-" for one left as it
 // is; nil when a FIFO is not in dir (Fo's directory) or its name is not
 // one Fo can take unquoted.
-func foArgs(ps [2]*cmdPipe, kinds [2]int, merged bool, dir string) []string {
+func foArgs(to [2]*cmdPipe, dir string) []string {
 	if dir == "" {
 		return nil
 	}
 	args := []string{"-", "-"}
-	for j, kind := range kinds {
-		if kind < 0 {
+	for j, p := range to {
+		if p == nil {
 			continue
 		}
-		if j == 1 && merged {
-			kind = 0
-		}
-		name := filepath.Base(ps[kind].path)
-		if filepath.Dir(ps[kind].path) != filepath.Clean(dir) || quoteIfNeeded(name) != name || name == "-" {
+		name := filepath.Base(p.path)
+		if filepath.Dir(p.path) != filepath.Clean(dir) || quoteIfNeeded(name) != name || name == "-" {
 			return nil
 		}
 		args[j] = name
@@ -550,7 +563,7 @@ func (sh *shell) adoptFd(j int) (kind int, ok bool) {
 	if err := unix.Stat(link, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO || int(st.Uid) != os.Geteuid() || st.Mode&0o077 != 0 {
 		return -1, false
 	}
-	id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	id := idOf(&st)
 	sh.mu.Lock()
 	for p := range sh.live {
 		if p.id == id {

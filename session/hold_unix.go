@@ -144,13 +144,16 @@ func openFifo(dfd int, dir, name string, flags int, want FileID) (*os.File, File
 		unix.Close(fd)
 		return nil, FileID{}, err
 	}
-	return os.NewFile(uintptr(fd), path), FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}, nil
+	return os.NewFile(uintptr(fd), path), idOf(&st), nil
 }
+
+// idOf is the identity of the file st describes.
+func idOf(st *unix.Stat_t) FileID { return FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)} }
 
 // checkFifo checks st (of path) as openFifo says.
 func checkFifo(st *unix.Stat_t, path string, want FileID) error {
 	var why string
-	id := FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	id := idOf(st)
 	switch {
 	case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 		why = "is a symbolic link"

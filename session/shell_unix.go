@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/corral-dev/corral"
 )
 
@@ -273,9 +275,9 @@ func newShell(cfg *Config, tree *corral.Tree, ends *shellEnds) *shell {
 		live:     map[*cmdPipe]struct{}{},
 	}
 	for i, f := range ends.streams {
-		var st syscall.Stat_t
-		if err := syscall.Fstat(int(f.Fd()), &st); err == nil {
-			sh.streamIDs[i] = FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err == nil {
+			sh.streamIDs[i] = idOf(&st)
 		}
 	}
 	sh.ours = map[FileID]int{sh.streamIDs[0]: 0, sh.streamIDs[1]: 1}
@@ -1045,10 +1047,11 @@ func (sh *shell) exec(ctx context.Context, code string, opts Options, dir string
 			return corral.StartFailed(res, fmt.Errorf("session: output fifo: %w", err))
 		}
 		kinds := sh.fdKinds()
-		outs, fresh = outRedirs(ps, kinds, merged), true
+		to := outTargets(ps, kinds, merged)
+		outs, fresh = outRedirs(to), true
 		sh.lastMerged = merged && kinds[1] >= 0
 		if src != "" {
-			fo = foArgs(ps, kinds, merged, sh.proto.dir)
+			fo = foArgs(to, sh.proto.dir)
 		}
 	}
 	k.pipes = ps
@@ -1606,7 +1609,7 @@ func (f *fifo) close() {
 	f.closeEnd(&f.w)
 	f.closeEnd(&f.r)
 	os.Remove(f.path)
-	for end := time.Now().Add(time.Second); ; {
+	for t, end := 0, time.Now().Add(time.Second); ; t++ {
 		select {
 		case <-f.copied:
 			return
@@ -1615,6 +1618,6 @@ func (f *fifo) close() {
 		if f.reading.Load() || time.Now().After(end) {
 			return
 		}
-		time.Sleep(20 * time.Microsecond)
+		pause(t)
 	}
 }
