@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -629,7 +628,7 @@ func TestTreeStopEndsKeepDetachedDrain(t *testing.T) {
 func TestAdoptRefusesAForeignRoot(t *testing.T) {
 	isolations(t, func(t *testing.T, iso corral.Isolation, mark string) {
 		id, _, _ := ownerlessTree(t, iso, mark, false)
-		leader, member := foreignGroup(t, mark)
+		leader, member := testproc.ForeignGroup(t, mark)
 
 		st, err := proc.ReadStat(leader)
 		if err != nil {
@@ -674,30 +673,6 @@ func TestAdoptRefusesAForeignRoot(t *testing.T) {
 		}
 		unsignalled(t, leader, member)
 	})
-}
-
-// foreignGroup starts two processes outside corral (sleep, with the
-// test's marker and no tree marker): a leader of a new group and a second
-// member of that group. The test's cleanup kills both, by pid.
-func foreignGroup(t *testing.T, mark string) (leader, member int) {
-	t.Helper()
-	start := func(pgid int) int {
-		c := exec.Command("sleep", "60")
-		c.Env = testproc.Env(mark)
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			c.Process.Kill()
-			c.Wait()
-		})
-		waitExec(t, c.Process.Pid, "sleep")
-		return c.Process.Pid
-	}
-	leader = start(0)
-	member = start(leader)
-	return leader, member
 }
 
 // unsignalled fails the test unless each pid is alive and running (not

@@ -8,9 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,7 +53,7 @@ func TestReapRefusesAForeignRoot(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			leader, member := startForeignGroup(t, mark)
+			leader, member := testproc.ForeignGroup(t, mark)
 			st, err := proc.ReadStat(leader)
 			if err != nil {
 				t.Fatal(err)
@@ -109,39 +107,6 @@ func TestReapRefusesAForeignRoot(t *testing.T) {
 	}
 }
 
-// startForeignGroup starts two sleeps outside corral, with the test's
-// marker and no tree marker: the leader of a new group and a second member
-// of it. sleep keeps the default action of every signal corral sends, so
-// any of them ends or stops it. The test's cleanup kills both, by pid.
-func startForeignGroup(t *testing.T, mark string) (leader, member int) {
-	t.Helper()
-	start := func(pgid int) int {
-		c := exec.Command("sleep", "60")
-		c.Env = testproc.Env(mark)
-		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			c.Process.Kill()
-			c.Wait()
-		})
-		// Past its exec: an environment read mid-exec is empty.
-		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(c.Process.Pid) + "/cmdline"); strings.HasPrefix(string(b), "sleep\x00") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d does not run sleep", c.Process.Pid)
-			}
-		}
-		return c.Process.Pid
-	}
-	leader = start(0)
-	member = start(leader)
-	return leader, member
-}
-
 // TestDaemonRefusesAForgedShellRoot: a session record forged to name, as
 // its held shell, a live process this test started outside corral, with
 // its real pid, start time and boot and its own group (with a second
@@ -152,7 +117,7 @@ func startForeignGroup(t *testing.T, mark string) (leader, member int) {
 func TestDaemonRefusesAForgedShellRoot(t *testing.T) {
 	e := newDaemonEnv(t)
 	e.exec("ok", "true")
-	leader, member := startForeignGroup(t, e.mark)
+	leader, member := testproc.ForeignGroup(t, e.mark)
 	st, err := proc.ReadStat(leader)
 	if err != nil {
 		t.Fatal(err)
